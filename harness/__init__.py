@@ -1,0 +1,1 @@
+"""The harness around the scoring bundle: prepare, pack, emulate, verify, submit, report."""
