@@ -1,0 +1,223 @@
+"""The bundle's data: where it is, what it holds, and which database a row belongs to.
+
+Layout (written by the harness's ``prepare``; README, "Bundle data layout")::
+
+    data/index.json                 the index below
+    data/databases/<db_id>.sqlite   exactly the databases the splits use
+
+``index.json``::
+
+    {"format": "spider-scoring-index", "version": 1, "sqlite_version": "3.40.1", "digits": 12,
+     "databases": {"<db_id>": {"file": "databases/<db_id>.sqlite", "sha256": "...",
+                               "bytes": 12345, "schema": ["singer(Singer_ID, Name)", ...]}},
+     "rows": [{"id": "train-00000", "split": "train", "db_id": "<db_id>", "gold": "SELECT ..."}],
+     "gold_results": {"<db_id>": {"<gold text>": {"ncols": 1, "rows": [[3]], "ordered": false,
+                                                  "segments": null}}}}
+
+``gold_results`` is optional: without it each gold runs once per process.
+
+Row -> database rule (README, "Which database a row is scored on"):
+
+1. ``db_id`` given by the caller (``extra_info``): that database; its stored golds must include the
+   row's gold, else the row is stale.
+2. Otherwise the gold text (whitespace-insensitive, trailing ``;`` ignored) names the databases
+   it is stored under. One: that one. None: the row is stale (StaleBundleError).
+3. Several (Spider repeats a few gold texts across databases): the database whose every schema
+   line appears in the prompt, when the caller passed the prompt and exactly one fits.
+4. Still several: RowResolutionError. The scorer never guesses; ``prepare`` leaves such rows out
+   of the splits by default so that the least the trainer may pass (completion + gold) suffices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import threading
+
+try:
+    from . import gold_results
+    from .scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError
+except ImportError:  # run as a standalone file
+    import gold_results  # type: ignore[no-redef]
+    from scoring_errors import (  # type: ignore[no-redef]
+        BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError)
+
+INDEX_FORMAT = "spider-scoring-index"
+INDEX_VERSION = 1
+INDEX_PATH = os.path.join("data", "index.json")
+
+
+def normalize_gold(text: str) -> str:
+    """The form golds are matched in: whitespace collapsed, trailing semicolons dropped.
+
+    >>> normalize_gold("SELECT  a\\nFROM t ;")
+    'SELECT a FROM t'
+    """
+    return " ".join(text.split()).rstrip(";").rstrip()
+
+
+def find_root(environ: dict | None = None) -> str:
+    """The bundle root: $TRAINER_BUNDLE_ROOT when it holds data/index.json, else this file's folder."""
+    environ = os.environ if environ is None else environ
+    tried = []
+    for root in (environ.get("TRAINER_BUNDLE_ROOT"), os.path.dirname(os.path.abspath(__file__))):
+        if root:
+            tried.append(root)
+            if os.path.isfile(os.path.join(root, INDEX_PATH)):
+                return os.path.abspath(root)
+    raise BundleDataError(
+        f"no {INDEX_PATH} under {' or '.join(tried)}: the bundle has no data. Build it with "
+        "`make bundle` (harness prepare + pack) and push the zip that holds data/."
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    db_id: str
+    gold: str  # the gold text stored in the bundle (the one that runs)
+    path: str
+    sha256: str
+
+
+class BundleData:
+    """A loaded index. Build with ``load(root)``; safe to share between threads."""
+
+    def __init__(self, root: str, index: dict) -> None:
+        self.root = root
+        self.sqlite_version = str(index.get("sqlite_version", ""))
+        self.digits = int(index.get("digits", 12))
+        self.databases: dict[str, dict] = index["databases"]
+        self._golds_by_db: dict[str, dict[str, str]] = {}
+        self._dbs_by_gold: dict[str, list[str]] = {}
+        self.rows_by_id: dict[str, dict] = {}
+        for row in index["rows"]:
+            db_id, gold = row["db_id"], row["gold"]
+            if db_id not in self.databases:
+                raise BundleDataError(f"index row {row.get('id')!r} names database {db_id!r}, "
+                                      "which the index does not list: rebuild the bundle")
+            key = normalize_gold(gold)
+            self._golds_by_db.setdefault(db_id, {})[key] = gold
+            dbs = self._dbs_by_gold.setdefault(key, [])
+            if db_id not in dbs:
+                dbs.append(db_id)
+            self.rows_by_id[str(row["id"])] = row
+        self._stored_results = index.get("gold_results") or {}
+        self._checked: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self.cache = gold_results.GoldCache()
+
+    # -- databases ---------------------------------------------------------------------------
+    def database_path(self, db_id: str) -> str:
+        """The checked path of a database: present and with the SHA-256 recorded at build time."""
+        found = self._checked.get(db_id)
+        if found is not None:
+            return found
+        entry = self.databases.get(db_id)
+        if entry is None:
+            raise StaleBundleError(f"database {db_id!r} is not in this bundle: the row comes from "
+                                   "another dataset build; rebuild and push the bundle with the splits")
+        path = os.path.join(self.root, "data", entry["file"])
+        try:
+            with open(path, "rb") as handle:
+                digest = hashlib.sha256(handle.read()).hexdigest()
+        except OSError as exc:
+            raise DatabaseUnavailableError(f"database {db_id!r} cannot be read at {path}: {exc}; "
+                                           "the bundle is incomplete, rebuild it") from None
+        if digest != entry.get("sha256"):
+            raise DatabaseUnavailableError(f"database {db_id!r} at {path} differs from the one indexed "
+                                           "(SHA-256 mismatch): the bundle is corrupt, rebuild it")
+        with self._lock:
+            self._checked[db_id] = path
+        return path
+
+    def prime(self, resolved: "Resolved") -> None:
+        """Put the gold result stored at build time, if any, into the cache (once)."""
+        key = (resolved.sha256, resolved.gold)
+        if not self.cache.has(key):
+            data = self._stored_results.get(resolved.db_id, {}).get(resolved.gold)
+            if data is not None:
+                self.cache.put(key, gold_results.from_json(data))
+
+    # -- rows --------------------------------------------------------------------------------
+    def resolve(self, gold: str, db_id: str | None = None, row_id: str | None = None,
+                prompt: str | None = None) -> Resolved:
+        """The database and stored gold for a row (module docstring, "Row -> database rule")."""
+        key = normalize_gold(gold)
+        if row_id is not None and str(row_id) in self.rows_by_id:
+            db_id = db_id or self.rows_by_id[str(row_id)]["db_id"]
+        if db_id is not None:
+            if db_id not in self.databases:
+                raise StaleBundleError(f"database {db_id!r} is not in this bundle; rebuild and push "
+                                       "the bundle together with the dataset")
+            stored = self._golds_by_db.get(db_id, {}).get(key)
+            if stored is None:
+                raise StaleBundleError(_stale_message(gold, f"under database {db_id!r}"))
+            return self._resolved(db_id, stored)
+        candidates = self._dbs_by_gold.get(key)
+        if not candidates:
+            raise StaleBundleError(_stale_message(gold, "anywhere"))
+        if len(candidates) > 1 and prompt:
+            lines = {" ".join(line.split()) for line in prompt.splitlines()}
+            fitting = [d for d in candidates
+                       if all(" ".join(s.split()) in lines for s in self.databases[d].get("schema", []))]
+            if len(fitting) == 1:
+                candidates = fitting
+        if len(candidates) > 1:
+            raise RowResolutionError(
+                f"gold {_short(gold)!r} is stored under {len(candidates)} databases ({', '.join(candidates)}) "
+                "and nothing passed tells them apart: pass extra_info={'db_id': ...} or the prompt with "
+                "its schema lines, or rebuild the splits with prepare's default (shared golds left out)"
+            )
+        return self._resolved(candidates[0], self._golds_by_db[candidates[0]][key])
+
+    def _resolved(self, db_id: str, stored_gold: str) -> Resolved:
+        path = self.database_path(db_id)
+        return Resolved(db_id, stored_gold, path, self.databases[db_id]["sha256"])
+
+
+def _short(text: str, n: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _stale_message(gold: str, where: str) -> str:
+    return (f"gold {_short(gold)!r} is not stored in this bundle {where}: the dataset and the bundle come "
+            "from different prepare runs. Rebuild both with one `make bundle` and push them together")
+
+
+_loaded: dict[str, BundleData] = {}
+_load_lock = threading.Lock()
+
+
+def load(root: str | None = None) -> BundleData:
+    """The bundle data under ``root`` (default: ``find_root()``), loaded once per process."""
+    root = os.path.realpath(root or find_root())
+    found = _loaded.get(root)
+    if found is not None:
+        return found
+    with _load_lock:
+        found = _loaded.get(root)
+        if found is None:
+            found = BundleData(root, _read_index(root))
+            _loaded[root] = found
+    return found
+
+
+def _read_index(root: str) -> dict:
+    path = os.path.join(root, INDEX_PATH)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            index = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise BundleDataError(f"cannot read {path}: {exc}; rebuild the bundle with `make bundle`") from None
+    if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT:
+        raise BundleDataError(f"{path} is not a {INDEX_FORMAT} file; rebuild the bundle")
+    if index.get("version") != INDEX_VERSION:
+        raise BundleDataError(f"{path} has index version {index.get('version')!r}, this scorer reads "
+                              f"version {INDEX_VERSION}: rebuild the bundle with this harness")
+    for key in ("databases", "rows"):
+        if not isinstance(index.get(key), (dict if key == "databases" else list)):
+            raise BundleDataError(f"{path} lacks {key!r}; rebuild the bundle")
+    return index

@@ -1,0 +1,205 @@
+"""Gold results: run a gold query once, with what counts as the same rows, and (de)serialize them.
+
+When the gold's outermost query orders its rows, the ORDER BY keys are read too, by running the
+gold with the keys added as extra result columns, so that tied rows can be grouped. When a LIMIT
+cuts through a tie, the gold is also run without the LIMIT to learn every member of that tie.
+If the keys cannot be read (a compound query ordered by an expression, say), order is strict.
+
+Results are computed at build time and stored in the bundle's index (``to_json``), keyed by the
+database's SHA-256 and the gold text; otherwise once per process (``GoldCache``).
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from typing import Callable
+
+try:
+    from . import sql_compare, sql_text
+    from .sql_compare import ResultShape, Segment
+except ImportError:  # run as a standalone file
+    import sql_compare  # type: ignore[no-redef]
+    import sql_text  # type: ignore[no-redef]
+    from sql_compare import ResultShape, Segment  # type: ignore[no-redef]
+
+# run(sql) -> (column names, raw rows); raises on failure.
+Runner = Callable[[str], "tuple[tuple[str, ...], list[tuple]]"]
+
+
+def _unquote(name: str) -> str:
+    if len(name) >= 2 and name[0] in "\"`[" and name[-1] in "\"`]":
+        return name[1:-1]
+    return name
+
+
+def _key_columns(terms: tuple[str, ...], columns: tuple[str, ...]) -> list[int | str]:
+    """Each ORDER BY term as a result-column index, or as an expression to add to the select list."""
+    lowered = [c.lower() for c in columns]
+    out: list[int | str] = []
+    for term in terms:
+        if term.isdigit() and 1 <= int(term) <= len(columns):
+            out.append(int(term) - 1)
+        elif _unquote(term).lower() in lowered and lowered.count(_unquote(term).lower()) == 1:
+            out.append(lowered.index(_unquote(term).lower()))
+        else:
+            out.append(term)
+    return out
+
+
+def _keyed_rows(sql: str, clauses: sql_text.OuterClauses, keys: list[int | str], ncols: int,
+                run: Runner, drop_limit: bool) -> list[tuple[tuple, tuple]] | None:
+    """(projected row, key tuple) pairs in the gold's order, or None when keys cannot be read."""
+    extra = [k for k in keys if isinstance(k, str)]
+    text = sql[:clauses.limit_start] if drop_limit and clauses.limit_start is not None else sql
+    if extra:
+        if clauses.select_list_end is None:
+            return None
+        at = clauses.select_list_end
+        text = text[:at].rstrip() + ", " + ", ".join(extra) + " " + text[at:]
+    _columns, rows = run(text)
+    out = []
+    for row in rows:
+        if len(row) != ncols + len(extra):
+            return None
+        extra_values = iter(row[ncols:])
+        key = tuple(row[k] if isinstance(k, int) else next(extra_values) for k in keys)
+        out.append((tuple(row[:ncols]), tuple(sql_compare.normalize_rows([key])[0])))
+    return out
+
+
+def _groups(keys: list[tuple]) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            spans.append((start, i))
+            start = i
+    return spans
+
+
+def _ordered_segments(sql: str, clauses: sql_text.OuterClauses, columns: tuple[str, ...],
+                      rows: list[tuple], run: Runner, digits: int) -> tuple | None:
+    keys = _key_columns(clauses.order_terms, columns)
+    if clauses.is_compound and any(isinstance(k, str) for k in keys):
+        return None
+    keyed = _keyed_rows(sql, clauses, keys, len(columns), run, drop_limit=False)
+    if keyed is None or [r for r, _ in keyed] != rows:
+        return None  # the keyed query does not reproduce the gold (DISTINCT, say): keep strict order
+    segments = [Segment(a, b) for a, b in _groups([k for _, k in keyed])]
+    if clauses.limit is None or not rows:
+        return tuple(segments)
+    try:
+        full = _keyed_rows(sql, clauses, keys, len(columns), run, drop_limit=True)
+    except Exception:  # noqa: BLE001 - the unlimited gold is only a refinement: strict is safe
+        full = None
+    if full is None:
+        return tuple(segments)
+    full_spans = _groups([k for _, k in full])
+    window = (clauses.offset, clauses.offset + len(rows))
+    out = []
+    for a, b in full_spans:
+        lo, hi = max(a, window[0]), min(b, window[1])
+        if lo >= hi:
+            continue
+        pool = None
+        if (lo, hi) != (a, b):
+            pool = tuple(sql_compare.normalize_rows([r for r, _ in full[a:b]], digits))
+        out.append(Segment(lo - window[0], hi - window[0], pool))
+    if sum(s.end - s.start for s in out) != len(rows):
+        return tuple(segments)
+    return tuple(out)
+
+
+def compute_shape(sql: str, run: Runner, digits: int = 12) -> ResultShape:
+    """Run the gold (and, when it orders, its keys) and return its ResultShape."""
+    columns, raw_rows = run(sql)
+    norm = tuple(sql_compare.normalize_rows(raw_rows, digits))
+    clauses = sql_text.outer_clauses(sql_text_cut(sql))
+    if not clauses.order_terms:
+        return ResultShape(len(columns), norm, False, (Segment(0, len(norm)),))
+    segments = None
+    try:
+        segments = _ordered_segments(sql, clauses, columns, raw_rows, run, digits)
+    except Exception:  # noqa: BLE001 - keys unreadable: order stays strict, which is safe
+        segments = None
+    if segments is None:
+        segments = tuple(Segment(i, i + 1) for i in range(len(norm)))
+    return ResultShape(len(columns), norm, True, segments)
+
+
+def sql_text_cut(sql: str) -> str:
+    return sql[: sql_text.statement_end(sql)]
+
+
+# ---- JSON form, stored in the bundle's index -------------------------------------------------
+
+def _value_to_json(key: tuple) -> object:
+    tag, value = key
+    if tag == sql_compare.BLOB_TAG:
+        return {"blob": base64.b64encode(value).decode("ascii")}
+    if tag == sql_compare.NULL_TAG:
+        return None
+    if tag == sql_compare.NAN_TAG:
+        return {"nan": True}
+    return value
+
+
+def _value_from_json(value: object) -> tuple:
+    if isinstance(value, dict):
+        if "blob" in value:
+            return (sql_compare.BLOB_TAG, base64.b64decode(value["blob"]))
+        return (sql_compare.NAN_TAG, 0)
+    return sql_compare.value_key(value)
+
+
+def to_json(shape: ResultShape) -> dict:
+    rows = [[_value_to_json(v) for v in row] for row in shape.rows]
+    segs = [[s.start, s.end, None if s.pool is None else [[_value_to_json(v) for v in r] for r in s.pool]]
+            for s in shape.segments]
+    if not shape.ordered:
+        segs = None
+    return {"ncols": shape.ncols, "rows": rows, "ordered": shape.ordered, "segments": segs}
+
+
+def from_json(data: dict) -> ResultShape:
+    rows = tuple(tuple(_value_from_json(v) for v in row) for row in data["rows"])
+    if not data["ordered"]:
+        return ResultShape(int(data["ncols"]), rows, False, (Segment(0, len(rows)),))
+    segs = tuple(Segment(int(a), int(b), None if pool is None else
+                         tuple(tuple(_value_from_json(v) for v in r) for r in pool))
+                 for a, b, pool in data["segments"])
+    return ResultShape(int(data["ncols"]), rows, True, segs)
+
+
+class GoldCache:
+    """Gold shapes computed at most once per (database hash, gold text), safe across threads.
+
+    A gold that fails is not remembered: it raises on every call (a row that cannot be scored stays
+    loud), and a transient failure (the shared heap ceiling, say) does not stick.
+    """
+
+    def __init__(self) -> None:
+        self._done: dict[tuple[str, str], ResultShape] = {}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def get(self, key: tuple[str, str], compute: Callable[[], ResultShape]) -> tuple[ResultShape, bool]:
+        """The shape for ``key`` and whether it was already known (computed now: False)."""
+        found = self._done.get(key)
+        if found is not None:
+            return found, True
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            found = self._done.get(key)
+            if found is not None:
+                return found, True
+            found = compute()
+            self._done[key] = found
+            return found, False
+
+    def has(self, key: tuple[str, str]) -> bool:
+        return key in self._done
+
+    def put(self, key: tuple[str, str], shape: ResultShape) -> None:
+        self._done[key] = shape

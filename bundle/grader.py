@@ -1,0 +1,28 @@
+"""Evaluation grader: execution match of the model's answer against the row's gold, once per example.
+
+``compute_score(...)`` takes the envelope (``input, output, expected``) or the verl keywords and
+returns 1.0 or 0.0; ``grade(...)`` returns the same score with the outcome and an explanation
+(the shape an ``http:`` grader answers with). Infrastructure faults raise a typed error: the
+example is unscored, never a silent 0.0 or 1.0.
+"""
+
+from __future__ import annotations
+
+try:
+    from . import scoring_entry
+except ImportError:  # run as a standalone file
+    import scoring_entry  # type: ignore[no-redef]
+
+
+def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs) -> float:
+    """Score one evaluation example; see the module docstring."""
+    kwargs.update(data_source=data_source, solution_str=solution_str, ground_truth=ground_truth,
+                  extra_info=extra_info)
+    return scoring_entry.score_kwargs(kwargs)
+
+
+def grade(**kwargs) -> dict:
+    """``{"score", "outcome", "explanation", "sql"}`` for one example (same arguments)."""
+    verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs))
+    return {"score": verdict.score, "outcome": verdict.outcome, "explanation": verdict.detail,
+            "sql": verdict.sql}

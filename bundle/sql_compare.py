@@ -1,0 +1,253 @@
+"""Decide whether a predicted result holds the same rows as the gold result. Pure functions.
+
+Rule table (README, "Comparison rules"):
+
+====================  ======================================================================
+rule                  meaning
+====================  ======================================================================
+bag of rows           rows are compared as a multiset: duplicates count, order does not
+order                 counts only when the gold's outermost query has ORDER BY; rows whose
+                      ORDER BY keys are equal (a tie) may come in any order among themselves,
+                      and at a LIMIT that cuts a tie any members of the tie may fill it
+columns               same number; their order is free, matched by refinement (polynomial in
+                      practice, bounded by a step budget), never by trying every permutation
+numbers               by value after rounding to 12 significant digits: 1 = 1.0, 0.1+0.2 = 0.3
+NULL                  equal only to NULL: never to '' or 0
+text, blobs           exact: case, spaces and bytes count; text '1' is not the number 1
+====================  ======================================================================
+
+>>> gold = bag_shape([(1, "a"), (2, "b")])
+>>> compare(gold, normalize_rows([("b", 2.0), ("a", 1)]), 2).match
+True
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from typing import Callable, Sequence
+
+NULL_TAG, NUMBER_TAG, TEXT_TAG, BLOB_TAG, NAN_TAG = 0, 1, 2, 3, 4
+
+
+class CompareBudgetExceeded(Exception):
+    """Matching the columns took more time or steps than the limits allow."""
+
+
+def value_key(value: object, digits: int = 12) -> tuple:
+    """A hashable, sortable key: equal keys mean "the same value" under the rule table.
+
+    >>> value_key(1) == value_key(1.0), value_key(None) == value_key(""), value_key("1") == value_key(1)
+    (True, False, False)
+    """
+    cls = value.__class__
+    if value is None:
+        return (NULL_TAG, 0)
+    if cls is str:
+        return (TEXT_TAG, value)
+    if cls is int and -(10 ** digits) < value < 10 ** digits:  # type: ignore[operator]
+        return (NUMBER_TAG, value)
+    if cls is int or cls is float or cls is bool:
+        rounded = float(f"{value:.{digits}g}")
+        if rounded != rounded:
+            return (NAN_TAG, 0)
+        if rounded.is_integer():
+            return (NUMBER_TAG, int(rounded))
+        return (NUMBER_TAG, rounded)
+    if cls is bytes or cls is bytearray or cls is memoryview:
+        return (BLOB_TAG, bytes(value))  # type: ignore[arg-type]
+    return (TEXT_TAG, str(value))
+
+
+def normalize_rows(rows: Sequence[Sequence[object]], digits: int = 12) -> list[tuple]:
+    return [tuple(value_key(v, digits) for v in row) for row in rows]
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Positions ``start:end`` of the result; their rows may come in any order.
+
+    ``pool`` is None when those positions must hold exactly the gold's rows there; otherwise any
+    ``end - start`` rows drawn from ``pool`` (a tie cut by LIMIT) are right.
+    """
+
+    start: int
+    end: int
+    pool: tuple | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultShape:
+    """A gold result, normalized, with what counts as "the same rows" for it."""
+
+    ncols: int
+    rows: tuple
+    ordered: bool
+    segments: tuple
+    _counters: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def counter(self, index: int) -> collections.Counter:
+        found = self._counters.get(index)
+        if found is None:
+            seg = self.segments[index]
+            found = collections.Counter(seg.pool if seg.pool is not None else self.rows[seg.start:seg.end])
+            self._counters[index] = found
+        return found
+
+
+def bag_shape(rows: Sequence[Sequence[object]], ncols: int | None = None, digits: int = 12) -> ResultShape:
+    norm = tuple(normalize_rows(rows, digits))
+    width = ncols if ncols is not None else (len(norm[0]) if norm else 0)
+    return ResultShape(width, norm, False, (Segment(0, len(norm)),))
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    match: bool
+    detail: str
+    steps: int = 0
+
+
+def _permuted(rows: Sequence[tuple], perm: Sequence[int] | None) -> list[tuple]:
+    if perm is None:
+        return list(rows)
+    return [tuple(row[j] for j in perm) for row in rows]
+
+
+def rows_fit(gold: ResultShape, pred: Sequence[tuple], perm: Sequence[int] | None) -> bool:
+    """Whether ``pred`` (columns reordered by ``perm``: gold column g is pred column perm[g]) fits."""
+    for index, seg in enumerate(gold.segments):
+        got = collections.Counter(_permuted(pred[seg.start:seg.end], perm))
+        want = gold.counter(index)
+        if seg.pool is None:
+            if got != want:
+                return False
+        elif any(want[row] < count for row, count in got.items()):
+            return False
+    return True
+
+
+def _column_candidates(gold: ResultShape, pred: Sequence[tuple]) -> tuple[list, list, list[list[int]]]:
+    """Column signatures (values per exact segment) of both sides, and for each gold column the
+    predicted columns whose values could be its values."""
+    ncols = gold.ncols
+
+    def signature(rows: Sequence[tuple], c: int, segs: list[Segment]) -> tuple:
+        return tuple(frozenset(collections.Counter(r[c] for r in rows[s.start:s.end]).items()) for s in segs)
+
+    exact = [s for s in gold.segments if s.pool is None]
+    partial = [s for s in gold.segments if s.pool is not None]
+    gold_sig = [signature(gold.rows, c, exact) for c in range(ncols)]
+    pred_sig = [signature(pred, c, exact) for c in range(ncols)]
+    cands = []
+    for g in range(ncols):
+        allowed = [{row[g] for row in s.pool} for s in partial]
+        cands.append([j for j in range(ncols) if gold_sig[g] == pred_sig[j] and all(
+            row[j] in allowed[k] for k, s in enumerate(partial) for row in pred[s.start:s.end])])
+    return gold_sig, pred_sig, cands
+
+
+class _Search:
+    """Colour refinement with individualization over the columns of two tables (exact rows only)."""
+
+    def __init__(self, gold: ResultShape, pred: Sequence[tuple], cands: list[list[int]],
+                 check: Callable[[list[int]], bool], deadline: float, max_nodes: int) -> None:
+        exact_pos = [(k, i) for k, s in enumerate(gold.segments) if s.pool is None for i in range(s.start, s.end)]
+        self.g_rows = [gold.rows[i] for _, i in exact_pos]
+        self.p_rows = [pred[i] for _, i in exact_pos]
+        self.row_seg = [k for k, _ in exact_pos]
+        self.ncols = gold.ncols
+        self.cands = cands
+        self.check = check
+        self.deadline = deadline
+        self.max_nodes = max_nodes
+        self.nodes = 0
+        self.palette: dict = {}
+
+    def _intern(self, signature: object) -> int:
+        return self.palette.setdefault(signature, len(self.palette))
+
+    def _tick(self) -> None:
+        if self.nodes > self.max_nodes or time.monotonic() > self.deadline:
+            raise CompareBudgetExceeded(f"column matching stopped after {self.nodes} steps")
+
+    def _refine(self, gc: list[int], pc: list[int]) -> tuple | None:
+        g_rc = [self._intern(("row", s)) for s in self.row_seg]
+        p_rc = list(g_rc)
+        cols = range(self.ncols)
+        distinct = -1
+        while True:
+            self.nodes += 1
+            self._tick()
+            gc = [self._intern((gc[c], tuple(sorted(collections.Counter(
+                (g_rc[r], row[c]) for r, row in enumerate(self.g_rows)).items())))) for c in cols]
+            pc = [self._intern((pc[c], tuple(sorted(collections.Counter(
+                (p_rc[r], row[c]) for r, row in enumerate(self.p_rows)).items())))) for c in cols]
+            g_rc = [self._intern((g_rc[r], tuple(sorted((gc[c], row[c]) for c in cols))))
+                    for r, row in enumerate(self.g_rows)]
+            p_rc = [self._intern((p_rc[r], tuple(sorted((pc[c], row[c]) for c in cols))))
+                    for r, row in enumerate(self.p_rows)]
+            if collections.Counter(gc) != collections.Counter(pc) or \
+                    collections.Counter(g_rc) != collections.Counter(p_rc):
+                return None
+            now = len(set(gc)) + len(set(g_rc))
+            if now == distinct:
+                return gc, pc
+            distinct = now
+
+    def run(self, gc: list[int], pc: list[int]) -> list[int] | None:
+        refined = self._refine(gc, pc)
+        if refined is None:
+            return None
+        gc, pc = refined
+        classes: dict[int, tuple[list[int], list[int]]] = {}
+        for c in range(self.ncols):
+            classes.setdefault(gc[c], ([], []))[0].append(c)
+            classes.setdefault(pc[c], ([], []))[1].append(c)
+        open_classes = [v for v in classes.values() if len(v[0]) > 1]
+        if not open_classes:
+            perm = [0] * self.ncols
+            for golds, preds in classes.values():
+                perm[golds[0]] = preds[0]
+            if all(perm[g] in self.cands[g] for g in range(self.ncols)) and self.check(perm):
+                return perm
+            return None
+        golds, preds = min(open_classes, key=lambda v: len(v[0]))
+        g = golds[0]
+        for j in preds:
+            if j not in self.cands[g]:
+                continue
+            fresh = self._intern(("individual", len(self.palette)))
+            gc2, pc2 = list(gc), list(pc)
+            gc2[g], pc2[j] = fresh, fresh
+            found = self.run(gc2, pc2)
+            if found is not None:
+                return found
+        return None
+
+
+def compare(gold: ResultShape, pred: Sequence[tuple], pred_ncols: int, *,
+            deadline: float | None = None, max_nodes: int = 20_000) -> Comparison:
+    """Compare a normalized predicted result with the gold's shape. Raises CompareBudgetExceeded."""
+    if pred_ncols != gold.ncols:
+        return Comparison(False, f"gold has {gold.ncols} columns, prediction {pred_ncols}")
+    if len(pred) != len(gold.rows):
+        return Comparison(False, f"gold has {len(gold.rows)} rows, prediction {len(pred)}")
+    if not pred or rows_fit(gold, pred, None):
+        return Comparison(True, "same rows" + (" in the gold's order" if gold.ordered else ""))
+    bag_equal = collections.Counter(pred) == collections.Counter(gold.rows)
+    if gold.ncols == 1:
+        return Comparison(False, "same rows, wrong order" if bag_equal else "different rows")
+    gold_sig, pred_sig, cands = _column_candidates(gold, pred)
+    missing = [g for g in range(gold.ncols) if not cands[g]]
+    if missing:
+        return Comparison(False, f"no predicted column holds the values of gold column {missing[0] + 1}")
+    search = _Search(gold, pred, cands, lambda perm: rows_fit(gold, pred, perm),
+                     deadline if deadline is not None else time.monotonic() + 1.0, max_nodes)
+    # Columns start coloured by their values per exact segment, the same palette on both sides.
+    perm = search.run([search._intern(("sig", sig)) for sig in gold_sig],
+                      [search._intern(("sig", sig)) for sig in pred_sig])
+    if perm is not None:
+        return Comparison(True, "same rows, columns reordered", search.nodes)
+    return Comparison(False, "no column order gives the same rows", search.nodes)

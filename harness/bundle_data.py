@@ -1,0 +1,143 @@
+"""Write the bundle's data folder (databases + index.json) in the layout bundle/bundle_index.py reads.
+
+Deterministic: the same rows and database files give byte-identical output. Files are written to
+a temporary name and renamed, so an interrupted build never leaves a half-written index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+from bundle import bundle_index, gold_results, sql_guard
+from bundle import verify as bundle_verify
+from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexRow:
+    id: str
+    split: str
+    db_id: str
+    gold: str
+
+
+class GoldFailed(Exception):
+    """A gold query failed while precomputing results; names the row."""
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def schema_lines(sqlite_path: str | os.PathLike) -> list[str]:
+    """One ``table(col, col)`` line per table, in the database's own order (sqlite_master order).
+
+    Internal ``sqlite_*`` tables are left out. Raises sqlite3.DatabaseError on a corrupt file.
+    """
+    uri = "file:" + str(Path(sqlite_path).resolve()) + "?mode=ro&immutable=1"
+    with sqlite3.connect(uri, uri=True) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+            "ORDER BY rowid")]
+        lines = []
+        for table in tables:
+            quoted = '"' + table.replace('"', '""') + '"'
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({quoted})")]
+            lines.append(f"{table}({', '.join(cols)})")
+    return lines
+
+
+def build_sqlite(sql_path: str | os.PathLike, dest: str | os.PathLike) -> Path:
+    """Build a .sqlite file from a SQL script (fixtures keep databases as text)."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    conn = sqlite3.connect(tmp)
+    try:
+        conn.executescript(Path(sql_path).read_text(encoding="utf-8"))
+        conn.commit()
+    finally:
+        conn.close()
+    os.replace(tmp, dest)
+    return dest
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dumps_canonical(data: object) -> bytes:
+    return (json.dumps(data, ensure_ascii=True, sort_keys=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
+                      databases: dict[str, str | os.PathLike], *, precompute: bool = True,
+                      limits: Limits = DEFAULT_LIMITS) -> dict:
+    """Copy the used databases under ``dest_root/data`` and write ``data/index.json``.
+
+    ``databases`` maps each db_id the rows use to its source file. Returns the index written.
+    With ``precompute``, every gold's result is stored (GoldFailed names a gold that fails).
+    """
+    rows = list(rows)
+    data_dir = Path(dest_root) / "data"
+    db_dir = data_dir / "databases"
+    used = sorted({r.db_id for r in rows})
+    missing = [d for d in used if d not in databases]
+    if missing:
+        raise ValueError(f"no database file given for {', '.join(missing)}")
+    if db_dir.exists():
+        for stale in db_dir.iterdir():
+            if stale.suffix == ".sqlite" and stale.stem not in used:
+                stale.unlink()
+    entries = {}
+    for db_id in used:
+        target = db_dir / f"{db_id}.sqlite"
+        data = Path(databases[db_id]).read_bytes()
+        if not target.exists() or target.read_bytes() != data:
+            atomic_write_bytes(target, data)
+        entries[db_id] = {"file": f"databases/{db_id}.sqlite", "sha256": hashlib.sha256(data).hexdigest(),
+                          "bytes": len(data), "schema": schema_lines(target)}
+    index = {
+        "format": bundle_index.INDEX_FORMAT,
+        "version": bundle_index.INDEX_VERSION,
+        "sqlite_version": sqlite3.sqlite_version,
+        "digits": limits.float_digits,
+        "databases": entries,
+        "rows": [dataclasses.asdict(r) for r in rows],
+    }
+    if precompute:
+        results: dict[str, dict] = {}
+        for row in rows:
+            per_db = results.setdefault(row.db_id, {})
+            if row.gold in per_db:
+                continue
+            try:
+                shape = bundle_verify.gold_shape(row.gold, str(db_dir / f"{row.db_id}.sqlite"), limits)
+            except sql_guard.QueryFailed as failed:
+                raise GoldFailed(f"row {row.id} ({row.db_id}): gold query failed: {failed.detail}") from None
+            per_db[row.gold] = gold_results.to_json(shape)
+        index["gold_results"] = results
+    atomic_write_bytes(data_dir / "index.json", dumps_canonical(index))
+    sql_guard.forget_connections()
+    return index

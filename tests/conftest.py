@@ -1,0 +1,71 @@
+"""Shared fixtures: sample databases built from fixtures/, a staged sample bundle, real Spider data."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import bundle_data
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+BUNDLE_SRC = ROOT / "bundle"
+
+
+def sample_rows(split: str) -> list[dict]:
+    page = json.loads((FIXTURES / "sample" / f"rows-{split}.json").read_text(encoding="utf-8"))
+    return [r["row"] for r in page["rows"]]
+
+
+@pytest.fixture(scope="session")
+def fixture_dbs(tmp_path_factory) -> dict[str, Path]:
+    """Every fixtures/databases/*.sql built into a .sqlite file: {db_id: path}."""
+    out = tmp_path_factory.mktemp("fixture_dbs")
+    return {sql.stem: bundle_data.build_sqlite(sql, out / sql.stem / f"{sql.stem}.sqlite")
+            for sql in sorted((FIXTURES / "databases").glob("*.sql"))}
+
+
+def stage_bundle(dest: Path, fixture_dbs: dict[str, Path], *, precompute: bool = True,
+                 rows: list[bundle_data.IndexRow] | None = None) -> Path:
+    """A bundle root like the unpacked zip: bundle/*.py plus data/ from the sample rows."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for src in BUNDLE_SRC.glob("*.py"):
+        shutil.copy2(src, dest / src.name)
+    if rows is None:
+        rows = [bundle_data.IndexRow(f"{split}-{i:05d}", split, r["db_id"], r["query"])
+                for split in ("train", "validation") for i, r in enumerate(sample_rows(split))]
+    bundle_data.write_bundle_data(dest, rows, fixture_dbs, precompute=precompute)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def sample_bundle(tmp_path_factory, fixture_dbs) -> Path:
+    """A staged bundle root over the whole sample, gold results precomputed. Treat as read-only."""
+    return stage_bundle(tmp_path_factory.mktemp("bundle"), fixture_dbs)
+
+
+@pytest.fixture
+def bundle_env(sample_bundle, monkeypatch) -> Path:
+    """TRAINER_BUNDLE_ROOT pointed at the sample bundle for one test."""
+    monkeypatch.setenv("TRAINER_BUNDLE_ROOT", str(sample_bundle))
+    return sample_bundle
+
+
+def find_spider() -> Path | None:
+    env = os.environ.get("SPIDER_DATA")
+    for candidate in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "spider"]:
+        if (candidate / "database").is_dir() and (candidate / "dev.json").is_file():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def spider_dir() -> Path:
+    found = find_spider()
+    if found is None:
+        pytest.skip("real Spider data not found: put it at ../shared/spider or set SPIDER_DATA")
+    return found
