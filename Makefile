@@ -1,0 +1,46 @@
+# Entry points. Every target is documented in README.md ("Make targets"); a test checks that.
+# `make demo` and `make test` set everything up themselves (a virtual environment in .venv).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HARNESS := $(PY) -m harness
+BASE_IMAGE ?= spider-scoring-base:bookworm
+
+# Real data (make bundle): the Spider databases folder and the split sizes.
+SPIDER_DATABASES ?= ../shared/spider/database
+ROWS ?= 2000
+RL_ROWS ?= 600
+EVAL_ROWS ?= 300
+OUT ?= out
+
+.PHONY: help setup demo test test-fast bench clean docker-engine docker-base
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed ## create .venv and install the harness with its test tools
+
+test: setup ## run the whole test suite (docker tests skip, with the reason, where no engine is reachable)
+	$(PY) -m pytest -n auto -q
+
+test-fast: setup ## the suite without slow, docker and real-data tests
+	$(PY) -m pytest -n auto -q -m "not slow and not docker and not real_data"
+
+bench: setup ## print the scorer's benchmark figures on real Spider dev pairs
+	$(PY) -m harness bench
+
+docker-engine: ## install (if needed) and start a local Docker engine (root)
+	bash docker/start-engine.sh
+
+docker-base: ## build the offline Debian base image $(BASE_IMAGE) with debootstrap (root)
+	bash docker/build-base.sh $(BASE_IMAGE)
+
+clean: ## remove build outputs (out/, dist/) but not the download cache
+	rm -rf $(OUT) dist build
