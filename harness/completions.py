@@ -1,0 +1,110 @@
+"""Files of model completions, as the emulator, the grade command and the report read them.
+
+Accepted JSONL line shapes (README, "Completions files"), one object per line:
+
+* ``{"row_id": "eval-00003", "completion": "SELECT ..."}``;
+* ``{"row_id": "rl-00007", "completions": ["...", "..."]}`` (a GRPO group);
+* ``{"completion": "..."}`` or a bare JSON string: positional, line i is row i;
+* a trainer-exported evaluation row: ``{"output": "...", ...}`` (also ``prediction``,
+  ``response``, ``generated``), with ``row_id``/``id`` when present, else positional; ``output``
+  may be a list of chat messages (the last assistant message counts).
+
+Either every line names its row or none does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from harness.errors import InputError
+
+_TEXT_KEYS = ("completion", "output", "prediction", "response", "generated")
+_ID_KEYS = ("row_id", "id")
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    if isinstance(value, list) and value:
+        assistant = [m for m in value if isinstance(m, dict) and m.get("role") == "assistant"]
+        return _text(assistant[-1] if assistant else value[-1])
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Completions:
+    path: str
+    by_row: dict[str, list[str]] | None  # when lines carry row ids
+    positional: list[list[str]] | None  # otherwise
+
+    def for_rows(self, row_ids: list[str], *, every_row: bool = True) -> list[list[str]]:
+        """Completions per row, in ``row_ids`` order. InputError on unknown or missing rows."""
+        if self.by_row is not None:
+            unknown = sorted(set(self.by_row) - set(row_ids))
+            if unknown:
+                raise InputError(f"{self.path}: completions for rows not in the split: {', '.join(unknown[:5])}"
+                                 f"{' ...' if len(unknown) > 5 else ''}; was it made for another split?")
+            missing = [r for r in row_ids if r not in self.by_row]
+            if every_row and missing:
+                raise InputError(f"{self.path}: no completion for {len(missing)} row(s), first {missing[0]}")
+            return [self.by_row.get(r, []) for r in row_ids]
+        assert self.positional is not None
+        if every_row and len(self.positional) != len(row_ids):
+            raise InputError(f"{self.path}: {len(self.positional)} positional completions for "
+                             f"{len(row_ids)} rows; give one line per row or add row_id fields")
+        return [self.positional[i] if i < len(self.positional) else [] for i in range(len(row_ids))]
+
+
+def _parse_line(path: Path, number: int, line: str) -> tuple[str | None, list[str]]:
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise InputError(f"{path}:{number}: not JSON ({exc})") from None
+    if isinstance(data, str):
+        return None, [data]
+    if not isinstance(data, dict):
+        raise InputError(f"{path}:{number}: expected a JSON object or string")
+    row_id = next((str(data[k]) for k in _ID_KEYS if isinstance(data.get(k), (str, int))), None)
+    if isinstance(data.get("completions"), list):
+        texts = [_text(v) for v in data["completions"]]
+        if any(t is None for t in texts):
+            raise InputError(f"{path}:{number}: every entry of 'completions' must be text")
+        return row_id, [t for t in texts if t is not None]
+    for key in _TEXT_KEYS:
+        if key in data:
+            text = _text(data[key])
+            if text is None:
+                raise InputError(f"{path}:{number}: {key!r} is not text or chat messages")
+            return row_id, [text]
+    raise InputError(f"{path}:{number}: no completion field (one of {', '.join(_TEXT_KEYS)}, completions)")
+
+
+def read_completions(path: str | os.PathLike) -> Completions:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read completions file {path}: {exc}") from None
+    by_row: dict[str, list[str]] = {}
+    positional: list[list[str]] = []
+    with_ids = without_ids = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        row_id, texts = _parse_line(path, number, line)
+        if row_id is None:
+            without_ids += 1
+            positional.append(texts)
+        else:
+            with_ids += 1
+            by_row.setdefault(row_id, []).extend(texts)
+    if with_ids and without_ids:
+        raise InputError(f"{path}: {with_ids} lines name their row and {without_ids} do not; use one style")
+    if with_ids:
+        return Completions(str(path), by_row, None)
+    return Completions(str(path), None, positional)

@@ -1,0 +1,76 @@
+"""Per-row evaluation results: one JSON object per eval row, written by grading, read by reports.
+
+Format (README, "Per-row results"), one line per row, in eval order::
+
+    {"row_id": "eval-00000", "db_id": "concert_singer", "question": "...", "gold": "SELECT ...",
+     "completion": "...", "sql": "SELECT ..." | null, "score": 1.0 | 0.0 | null,
+     "outcome": "match", "detail": "same rows"}
+
+``score`` is null exactly when the row is unscored (a gold or infrastructure error), as the trainer
+excludes such rows from its mean.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+from harness.bundle_data import atomic_write_bytes
+from harness.errors import InputError
+
+FIELDS = ("row_id", "db_id", "question", "gold", "completion", "sql", "score", "outcome", "detail")
+
+
+@dataclasses.dataclass(frozen=True)
+class RowResult:
+    row_id: str
+    db_id: str
+    question: str
+    gold: str
+    completion: str
+    sql: str | None
+    score: float | None
+    outcome: str
+    detail: str
+
+    @property
+    def scored(self) -> bool:
+        return self.score is not None
+
+
+def write_results(path: str | os.PathLike, results: Iterable[RowResult]) -> None:
+    lines = [json.dumps(dataclasses.asdict(r), ensure_ascii=False, sort_keys=True) for r in results]
+    atomic_write_bytes(path, ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
+
+
+def read_results(path: str | os.PathLike) -> list[RowResult]:
+    """Read and validate a per-row results file; InputError names the file, line and problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read results file {path}: {exc}") from None
+    out, seen = [], set()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{path}:{number}: not JSON ({exc}); regenerate the file with the grade command") from None
+        if not isinstance(data, dict):
+            raise InputError(f"{path}:{number}: expected a JSON object per line")
+        missing = [f for f in FIELDS if f not in data]
+        if missing:
+            raise InputError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
+        score = data["score"]
+        if score is not None and (not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0):
+            raise InputError(f"{path}:{number}: score {score!r} is not null or a number in [0, 1]")
+        if data["row_id"] in seen:
+            raise InputError(f"{path}:{number}: row {data['row_id']!r} appears twice")
+        seen.add(data["row_id"])
+        out.append(RowResult(**{f: data[f] for f in FIELDS}))
+    return out
