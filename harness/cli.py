@@ -14,6 +14,8 @@ from harness.errors import HarnessError
 
 # command name -> (module, one-line help). Keep sorted by the order a user meets them.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "pipeline": ("harness.pipeline", "write and validate OUT/pipeline.json (base -> SFT -> GRPO, each scored)"),
+    "submit": ("harness.submit", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
 }
 
 
