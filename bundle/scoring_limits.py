@@ -1,7 +1,10 @@
 """Every limit and setting of the scorer, in one table.
 
 Calibrated on the real Spider golds (see README, "Limits"): the slowest gold query on the shipped
-databases takes about 0.5 s, the largest result is 20,662 rows, so no real gold comes near a cap.
+databases takes about 0.5 s, the largest result is 20,662 rows and the longest stored value 213
+bytes, so no real gold comes near a cap. ``max_cell_bytes`` is kept small on purpose: string
+functions such as instr() and replace() cost (length x length) inside one VM step, out of the
+deadline's reach; at 100 kB their worst case is about 20 ms, at 1 MB about 2 s.
 A query over a limit gets its own outcome (``prediction_timeout`` or ``prediction_over_cap``);
 it is never compared on a partial result.
 
@@ -21,7 +24,7 @@ SETTINGS = (
     ("timeout_s", 2.0, "s", "wall-clock deadline for a predicted query, fetch included"),
     ("gold_timeout_s", 20.0, "s", "deadline for a gold query (computed once, then cached)"),
     ("max_rows", 100_000, "rows", "rows fetched before the result counts as over the cap"),
-    ("max_cell_bytes", 1_000_000, "bytes", "largest string or blob in a result (SQLITE_LIMIT_LENGTH)"),
+    ("max_cell_bytes", 100_000, "bytes", "largest string or blob a query may build (SQLITE_LIMIT_LENGTH)"),
     ("max_result_bytes", 64_000_000, "bytes", "estimated size of a whole fetched result"),
     ("max_sql_chars", 20_000, "chars", "longest query text executed"),
     ("max_completion_chars", 200_000, "chars", "longest model output read by the extractor"),
@@ -41,7 +44,7 @@ class Limits:
     timeout_s: float = 2.0
     gold_timeout_s: float = 20.0
     max_rows: int = 100_000
-    max_cell_bytes: int = 1_000_000
+    max_cell_bytes: int = 100_000
     max_result_bytes: int = 64_000_000
     max_sql_chars: int = 20_000
     max_completion_chars: int = 200_000

@@ -54,9 +54,11 @@ _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite
                               getattr(sqlite3, "SQLITE_RECURSIVE", 33)})
 
 # Core SQLite functions (scalar, aggregate, window, date, math, JSON). Anything else is refused.
+# printf/format are left out: a huge precision ('%.*c') loops for seconds inside one VM step,
+# where no deadline can reach it, whatever the length limit. Spider's golds never use them.
 ALLOWED_FUNCTIONS = frozenset("""
-abs changes char coalesce concat concat_ws format glob hex ifnull iif instr last_insert_rowid length
-like likelihood likely lower ltrim max min nullif octet_length printf quote random randomblob replace
+abs changes char coalesce concat concat_ws glob hex ifnull iif instr last_insert_rowid length
+like likelihood likely lower ltrim max min nullif octet_length quote random randomblob replace
 round rtrim sign soundex sqlite_version substr substring total_changes trim typeof unhex unicode
 unlikely upper zeroblob avg count group_concat string_agg sum total row_number rank dense_rank
 percent_rank cume_dist ntile lag lead first_value last_value nth_value date time datetime julianday
@@ -68,7 +70,9 @@ json_group_object json_each json_tree jsonb median
 """.split())
 
 # sqlite3 limit categories (numeric values from sqlite3.h; Python names them only from 3.11).
-_LIMIT_LENGTH, _LIMIT_ATTACHED, _LIMIT_WORKER_THREADS, _LIMIT_SQL_LENGTH = 0, 7, 11, 1
+_LIMIT_LENGTH, _LIMIT_SQL_LENGTH, _LIMIT_ATTACHED, _LIMIT_LIKE_PATTERN, _LIMIT_WORKER_THREADS = 0, 1, 7, 8, 11
+# A LIKE/GLOB pattern costs up to (text length x pattern length) in one VM step: keep both small.
+LIKE_PATTERN_MAX = 1000
 _RESULT_CODE_KIND = {
     9: TIMEOUT,  # SQLITE_INTERRUPT
     7: OVER_CAP,  # SQLITE_NOMEM
@@ -130,6 +134,7 @@ def open_guarded(path: str, limits: Limits) -> sqlite3.Connection:
         conn.setlimit(_LIMIT_ATTACHED, 0)
         conn.setlimit(_LIMIT_LENGTH, int(limits.max_cell_bytes))
         conn.setlimit(_LIMIT_WORKER_THREADS, 0)
+        conn.setlimit(_LIMIT_LIKE_PATTERN, LIKE_PATTERN_MAX)
         conn.setlimit(_LIMIT_SQL_LENGTH, max(int(limits.max_sql_chars) * 4, 1000))
     conn.set_authorizer(_authorize)
     return conn
@@ -213,6 +218,8 @@ def _execute_once(conn: sqlite3.Connection, sql: str, deadline: float, limits: L
     conn.set_progress_handler(past_deadline, int(limits.progress_steps))
     try:
         cursor = conn.execute(sql)
+        if cursor.description is None:  # ran, but is no query (REINDEX is not authorizer-checked)
+            raise QueryFailed(FORBIDDEN, "not a query: the statement returns no result columns")
         rows = _fetch(cursor, limits)
         columns = tuple(d[0] for d in cursor.description or ())
         cursor.close()

@@ -1,0 +1,88 @@
+"""The hostile-query suite (fixtures/hostile/cases.json): load, render and run it against a bundle.
+
+Each case is a completion (through extraction) or raw SQL (``is_sql``) that must score 0.0 with
+one of its allowed outcomes within its time bound, change no database byte and create no file.
+The same runner serves the tests, the pre-push verification and the benchmark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Callable
+
+from harness.errors import InputError
+
+CASES_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "hostile" / "cases.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class HostileCase:
+    id: str
+    category: str
+    text: str
+    is_sql: bool
+    outcomes: tuple[str, ...]
+    max_seconds: float
+
+
+def _repeat(spec: dict) -> str:
+    times = int(spec["times"])
+    tail_times = int(spec.get("tail_times", times))
+    return spec.get("head", "") + spec["unit"] * times + spec.get("middle", "") + spec.get("tail_unit", "") * tail_times
+
+
+def load_cases(table: str, tmp: str, path: Path = CASES_PATH) -> list[HostileCase]:
+    """Cases with ``{table}`` and ``{tmp}`` filled in."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the hostile suite {path}: {exc}") from None
+    out = []
+    for raw in data["cases"]:
+        if "sql" in raw or "sql_repeat" in raw:
+            text, is_sql = raw.get("sql") or _repeat(raw["sql_repeat"]), True
+        else:
+            text, is_sql = raw.get("completion") or _repeat(raw["completion_repeat"]), False
+        text = text.replace("{table}", table).replace("{tmp}", tmp)
+        out.append(HostileCase(raw["id"], raw["category"], text, is_sql, tuple(raw["outcomes"]),
+                               float(raw["max_seconds"])))
+    return out
+
+
+def first_table(database: str | Path) -> str:
+    uri = "file:" + str(Path(database).resolve()) + "?mode=ro&immutable=1"
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        row = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid LIMIT 1").fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        raise InputError(f"{database} has no table to aim the hostile suite at")
+    return row[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostileResult:
+    case: HostileCase
+    outcome: str
+    score: float | None
+    seconds: float
+    detail: str
+
+    @property
+    def passed(self) -> bool:
+        return self.score == 0.0 and self.outcome in self.case.outcomes and self.seconds <= self.case.max_seconds
+
+
+def run_cases(cases: list[HostileCase], score: Callable[[HostileCase], tuple[str, float | None, str]]) -> list[HostileResult]:
+    """Run each case through ``score(case) -> (outcome, score, detail)``, timing it."""
+    results = []
+    for case in cases:
+        started = time.monotonic()
+        outcome, value, detail = score(case)
+        results.append(HostileResult(case, outcome, value, time.monotonic() - started, detail))
+    return results
