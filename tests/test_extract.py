@@ -1,0 +1,97 @@
+"""Extraction rules (bundle/sql_extract.py), one table row per rule, plus properties."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bundle.sql_extract import extract_sql
+
+CASES = [
+    # (id, completion, expected query or None)
+    ("bare query", "SELECT name FROM singer", "SELECT name FROM singer"),
+    ("trailing semicolon", "SELECT name FROM singer;", "SELECT name FROM singer"),
+    ("several trailing semicolons and spaces", "  SELECT 1 ;; \n", "SELECT 1"),
+    ("sql fence", "```sql\nSELECT a FROM t\n```", "SELECT a FROM t"),
+    ("plain fence", "```\nSELECT a FROM t\n```", "SELECT a FROM t"),
+    ("fence with language and prose around", "Here you go:\n```sqlite\nSELECT a FROM t;\n```\nHope it helps!", "SELECT a FROM t"),
+    ("inline fence", "```SELECT a FROM t```", "SELECT a FROM t"),
+    ("unclosed fence cut by the token limit", "```sql\nSELECT a, b FROM t WHERE", "SELECT a, b FROM t WHERE"),
+    ("first fence holding a statement wins", "```text\nno sql here\n```\n```sql\nSELECT 1\n```\n```sql\nSELECT 2\n```", "SELECT 1"),
+    ("leading prose on the same line", "The answer is: SELECT count(*) FROM t", "SELECT count(*) FROM t"),
+    ("leading prose on its own line", "Let me think.\nSELECT count(*) FROM t", "SELECT count(*) FROM t"),
+    ("prose word select before the query", "We select the names.\nSELECT name FROM t", "SELECT name FROM t"),
+    ("trailing prose after a blank line", "SELECT a FROM t\n\nThis returns every a.", "SELECT a FROM t"),
+    ("trailing prose after a semicolon", "SELECT a FROM t; this returns every a", "SELECT a FROM t"),
+    ("think block removed", "<think>Maybe SELECT b FROM u</think>\nSELECT a FROM t", "SELECT a FROM t"),
+    ("lone closing think", "the prompt opened a think\n SELECT x</think>SELECT a FROM t", "SELECT a FROM t"),
+    ("unclosed think swallows the rest", "<think>SELECT a FROM t", None),
+    ("template token removed", "SELECT a FROM t<|im_end|>", "SELECT a FROM t"),
+    ("line comment inside kept", "SELECT a -- the a column\nFROM t", "SELECT a -- the a column\nFROM t"),
+    ("comment before the query ignored", "-- find them\nSELECT a FROM t", "SELECT a FROM t"),
+    ("semicolon inside a string is not an end", "SELECT a FROM t WHERE b = 'x;y'", "SELECT a FROM t WHERE b = 'x;y'"),
+    ("blank line inside a string is not an end", "SELECT 'a\n\nb'", "SELECT 'a\n\nb'"),
+    ("semicolon inside a block comment is not an end", "SELECT 1 /* ; */ + 1;", "SELECT 1 /* ; */ + 1"),
+    ("semicolon inside a quoted name is not an end", 'SELECT "a;b" FROM t', 'SELECT "a;b" FROM t'),
+    ("with clause", "WITH x AS (SELECT 1 AS v) SELECT v FROM x", "WITH x AS (SELECT 1 AS v) SELECT v FROM x"),
+    ("with recursive", "WITH RECURSIVE c(n) AS (SELECT 1) SELECT n FROM c", "WITH RECURSIVE c(n) AS (SELECT 1) SELECT n FROM c"),
+    ("prose with the word with is not a query", "I answer with care: SELECT 1", "SELECT 1"),
+    ("lower-case query", "select a from t", "select a from t"),
+    ("upper-case statement preferred over prose select", "please select this: SELECT a FROM t", "SELECT a FROM t"),
+    ("upper-case write statement at a line start is kept for the sandbox", "DROP TABLE t", "DROP TABLE t"),
+    ("lower-case prose verb is not a statement", "update me later", None),
+    ("no query at all", "I do not know.", None),
+    ("empty", "", None),
+    ("only semicolons", ";;;", None),
+    ("only a fence", "```sql\n```", None),
+]
+
+
+@pytest.mark.parametrize("completion, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_extraction_rule(completion, expected):
+    assert extract_sql(completion) == expected
+
+
+@pytest.mark.parametrize("value", [None, 3, b"SELECT 1", ["SELECT 1"]], ids=repr)
+def test_non_text_yields_none(value):
+    assert extract_sql(value) is None
+
+
+def test_reads_at_most_max_chars():
+    assert extract_sql("x" * 50 + " SELECT 1", max_chars=40) is None
+    assert extract_sql("x" * 50 + " SELECT 1", max_chars=100) == "SELECT 1"
+
+
+@pytest.mark.parametrize("text", [
+    "with " * 40_000,
+    "with x (" * 20_000,
+    "```" * 50_000,
+    "<think>" * 30_000 + "SELECT 1",
+    "'" * 100_000 + "SELECT 1",
+    "SELECT " + "/*" * 50_000,
+], ids=["many-with", "many-with-paren", "many-fences", "many-think", "many-quotes", "many-comments"])
+def test_adversarial_text_is_linear(text):
+    started = time.perf_counter()
+    extract_sql(text)
+    assert time.perf_counter() - started < 1.0
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=400))
+def test_never_raises_and_never_invents(text):
+    found = extract_sql(text)
+    assert found is None or (found and found.strip() == found and not found.endswith(";"))
+    if found is not None:
+        # The query is cut from the text: apart from removed tokens/think blocks, it is a substring.
+        assert found in text or "<|" in text or "think>" in text.lower()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["SELECT", "WITH", " ", "\n", "```", "sql", ";", "'", '"', "--", "/*", "*/",
+                                 "<think>", "</think>", "a", "(", ")", "AS", "FROM t"]), max_size=60))
+def test_never_raises_on_sql_like_noise(parts):
+    found = extract_sql("".join(parts))
+    assert found is None or isinstance(found, str)
