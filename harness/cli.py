@@ -16,6 +16,8 @@ from harness.errors import HarnessError
 COMMANDS: dict[str, tuple[str, str]] = {
     "pipeline": ("harness.pipeline", "write and validate OUT/pipeline.json (base -> SFT -> GRPO, each scored)"),
     "submit": ("harness.submit", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
+    "grade": ("harness.grade", "score a file of completions on the eval split with the bundle; write per-row results"),
+    "report": ("harness.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
 }
 
 

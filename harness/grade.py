@@ -1,0 +1,243 @@
+"""The `grade` command: score a file of model completions on the eval split with the bundle.
+
+    python3 -m harness grade --bundle dist/spider-scoring.zip --eval out/data/eval.jsonl \\
+        --completions out/completions-sft.jsonl --out out/results-sft.jsonl
+
+Inputs (README, "Grading and reports"):
+
+* ``--bundle``: the bundle zip, or a staged bundle folder (``bundle/*.py`` + ``data/``). A zip is
+  extracted to a temporary folder first, refusing absolute paths, ``..``, links and oversized
+  contents.
+* ``--eval``: the eval split, chat JSONL ``{"messages": [system, user, assistant]}``; the final
+  assistant message is the gold, the user message the question; row ``i`` (from 0) is
+  ``eval-{i:05d}`` unless the line carries ``row_id``/``id``.
+* ``--completions``: one completion per eval row (harness/completions.py shapes, including the
+  trainer's exported evaluation rows with ``output``).
+
+Output: per-row results (harness/results.py), one line per eval row in eval order. A row the bundle
+cannot score (a gold or infrastructure error) is kept with score null, its outcome and the error
+message: the grader never turns "our environment broke" into a 0.
+
+Scoring runs this checkout's ``bundle`` package in-process on the bundle's data (the zip's own
+modules are compared with it, and any difference is reported): the trainer-faithful path, importing
+the zip itself inside Docker, is the emulator's job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import dataclasses
+import json
+import os
+import stat
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+from bundle import bundle_index, scoring_entry
+from bundle.scoring_errors import BundleDataError, ScoringInfrastructureError
+from harness.completions import read_completions
+from harness.errors import InputError
+from harness.results import RowResult, write_results
+
+MAX_ZIP_BYTES = 8 * 1024 ** 3  # uncompressed; Spider's databases together are about 1 GiB
+MAX_ZIP_MEMBERS = 10_000
+BUNDLE_SOURCE = Path(__file__).resolve().parent.parent / "bundle"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalRow:
+    row_id: str
+    question: str
+    gold: str
+    prompt: str  # system + user text: its schema lines let the bundle tell shared golds apart
+    db_id: str | None = None
+
+
+def _content(message: object) -> str | None:
+    if isinstance(message, dict) and isinstance(message.get("content"), str):
+        return message["content"]
+    return None
+
+
+def parse_eval_line(data: object, index: int, where: str) -> EvalRow:
+    """One eval row from its parsed JSON line; InputError (naming ``where``) when malformed."""
+    messages = data.get("messages") if isinstance(data, dict) else None
+    if not isinstance(messages, list) or not messages:
+        raise InputError(f"{where}: expected {{\"messages\": [system, user, assistant]}}")
+    last = messages[-1]
+    gold = _content(last)
+    if not isinstance(last, dict) or last.get("role") != "assistant" or not gold or not gold.strip():
+        raise InputError(f"{where}: the last message must be the assistant's gold query")
+    users = [_content(m) for m in messages[:-1] if isinstance(m, dict) and m.get("role") == "user"]
+    if not users or users[-1] is None:
+        raise InputError(f"{where}: no user message (the question) before the gold")
+    prompt = "\n".join(t for t in (_content(m) for m in messages[:-1]) if t)
+    row_id = next((str(data[k]) for k in ("row_id", "id") if isinstance(data.get(k), (str, int))),
+                  f"eval-{index:05d}")
+    db_id = data.get("db_id") if isinstance(data.get("db_id"), str) else None
+    return EvalRow(row_id, users[-1], gold, prompt, db_id)
+
+
+def read_eval(path: str | os.PathLike) -> list[EvalRow]:
+    """The eval split's rows, in file order; InputError names the file and line of a bad row."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read eval split {path}: {exc}") from None
+    rows: list[EvalRow] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{path}:{number}: not JSON ({exc})") from None
+        rows.append(parse_eval_line(data, len(rows), f"{path}:{number}"))
+    duplicated = [i for i, n in collections.Counter(r.row_id for r in rows).items() if n > 1]
+    if duplicated:
+        raise InputError(f"{path}: row id {duplicated[0]!r} appears more than once")
+    if not rows:
+        raise InputError(f"{path}: the eval split is empty")
+    return rows
+
+
+Scorer = Callable[[EvalRow, str, str], RowResult]
+
+
+def score_row(row: EvalRow, completion: str, root: str) -> RowResult:
+    """Score one completion with the bundle's data under ``root``; unscored rows keep score None."""
+    kwargs = {"output": completion, "expected": row.gold, "input": row.prompt,
+              "extra_info": {"row_id": row.row_id, **({"db_id": row.db_id} if row.db_id else {})}}
+    db_id = row.db_id or ""
+    try:
+        call = scoring_entry.read_call(kwargs)
+        db_id = bundle_index.load(root).resolve(call.gold, call.db_id, call.row_id, call.prompt).db_id
+        verdict = scoring_entry.score_call(call, root=root)
+    except ScoringInfrastructureError as exc:
+        return RowResult(row.row_id, db_id, row.question, row.gold, completion, None, None,
+                         getattr(exc, "outcome", "infrastructure_error"), f"{type(exc).__name__}: {exc}")
+    return RowResult(row.row_id, db_id, row.question, row.gold, completion, verdict.sql, verdict.score,
+                     verdict.outcome, verdict.detail)
+
+
+def grade_rows(rows: list[EvalRow], completions: list[str], root: str | os.PathLike,
+               scorer: Scorer = score_row) -> list[RowResult]:
+    """Score ``completions[i]`` for ``rows[i]`` with the bundle under ``root``; results in row order."""
+    if len(rows) != len(completions):
+        raise InputError(f"{len(completions)} completions for {len(rows)} eval rows")
+    root = str(root)
+    try:
+        bundle_index.load(root)  # a missing or wrong index fails once here, not once per row
+    except BundleDataError as exc:
+        raise InputError(f"bundle at {root}: {exc}") from None
+    return [scorer(row, completion, root) for row, completion in zip(rows, completions)]
+
+
+def _safe_member(info: zipfile.ZipInfo) -> Path:
+    name = info.filename
+    parts = Path(name).parts
+    mode = info.external_attr >> 16
+    if name.startswith(("/", "\\")) or "\\" in name or ".." in parts or (parts and ":" in parts[0]):
+        raise InputError(f"bundle zip member {name!r} has an unsafe path; rebuild the zip with `make bundle`")
+    if stat.S_ISLNK(mode):
+        raise InputError(f"bundle zip member {name!r} is a symbolic link; the bundle holds plain files only")
+    return Path(*parts)
+
+
+def extract_zip(path: str | os.PathLike, dest: str | os.PathLike) -> Path:
+    """Extract a bundle zip into ``dest`` safely; returns ``dest``. InputError on anything unsafe."""
+    dest = Path(dest)
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot open bundle zip {path}: {exc}") from None
+    with archive:
+        members = archive.infolist()
+        if len(members) > MAX_ZIP_MEMBERS or sum(m.file_size for m in members) > MAX_ZIP_BYTES:
+            raise InputError(f"bundle zip {path} is larger than a bundle can be "
+                             f"({len(members)} files); is it the right file?")
+        for info in members:
+            target = dest / _safe_member(info)
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as src, open(target, "wb") as out:
+                while block := src.read(1 << 20):
+                    out.write(block)
+    return dest
+
+
+@contextlib.contextmanager
+def open_bundle(path: str | os.PathLike) -> Iterator[Path]:
+    """The bundle root for a staged folder or a zip (extracted to a temporary folder while in use)."""
+    path = Path(path)
+    if path.is_dir():
+        yield _checked_root(path, path)
+    elif path.is_file():
+        with tempfile.TemporaryDirectory(prefix="spider-grade-") as tmp:
+            yield _checked_root(extract_zip(path, tmp), path)
+    else:
+        raise InputError(f"bundle {path} does not exist; build it with `make bundle` or pass the staged folder")
+
+
+def _checked_root(root: Path, given: Path) -> Path:
+    if not (root / bundle_index.INDEX_PATH).is_file():
+        raise InputError(f"bundle {given} has no {bundle_index.INDEX_PATH} at its top level; "
+                         "pass the zip from `make bundle` or a folder staged by `harness prepare`")
+    return root
+
+
+def differing_modules(root: Path) -> list[str]:
+    """Bundle modules in ``root`` whose bytes differ from this checkout's ``bundle/`` (or are missing)."""
+    out = []
+    for source in sorted(BUNDLE_SOURCE.glob("*.py")):
+        other = root / source.name
+        if not other.is_file() or other.read_bytes() != source.read_bytes():
+            out.append(source.name)
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bundle", required=True, help="the bundle zip or a staged bundle folder")
+    parser.add_argument("--eval", required=True, dest="eval_path", help="the eval split (chat JSONL)")
+    parser.add_argument("--completions", required=True, help="one model completion per eval row (JSONL)")
+    parser.add_argument("--out", required=True, help="per-row results file to write (JSONL)")
+
+
+def _one_per_row(groups: list[list[str]], rows: list[EvalRow], path: str) -> list[str]:
+    for row, group in zip(rows, groups):
+        if len(group) != 1:
+            raise InputError(f"{path}: row {row.row_id} has {len(group)} completions; "
+                             "grade takes exactly one per eval row")
+    return [g[0] for g in groups]
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = read_eval(args.eval_path)
+    groups = read_completions(args.completions).for_rows([r.row_id for r in rows])
+    completions = _one_per_row(groups, rows, args.completions)
+    with open_bundle(args.bundle) as root:
+        differ = differing_modules(root)
+        if differ:
+            print(f"warning: {', '.join(differ)} in {args.bundle} differ from this checkout's bundle/; "
+                  "grading uses this checkout's code on the bundle's data", file=sys.stderr)
+        results = grade_rows(rows, completions, root)
+    write_results(args.out, results)
+    outcomes = collections.Counter(r.outcome for r in results)
+    scored = [r for r in results if r.scored]
+    correct = sum(1 for r in scored if r.score == 1)
+    print(f"graded {len(results)} rows into {args.out}: "
+          + ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())))
+    if scored:
+        print(f"execution accuracy {correct / len(scored):.3f} ({correct}/{len(scored)} scored rows)")
+    unscored = len(results) - len(scored)
+    if unscored:
+        print(f"warning: {unscored} row(s) unscored (gold or infrastructure errors, see their detail); "
+              "fix the bundle or the split and grade again", file=sys.stderr)
+    return 0

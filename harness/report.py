@@ -1,0 +1,262 @@
+"""The `report` command: compare per-row results of two or more stages (e.g. base, SFT, GRPO).
+
+    python3 -m harness report base=out/results-base.jsonl sft=out/results-sft.jsonl \\
+        rl=out/results-rl.jsonl --baseline sft --markdown out/report.md --html out/report.html
+
+Each input is a per-row results file (harness/results.py) from the `grade` command, named
+``label=path`` (or ``--name label=path``; a bare path is labelled with its file stem). Every file must
+hold the same eval rows with the same gold, else the command stops with an error naming the
+difference: a table over different rows would compare nothing.
+
+The report (README, "Grading and reports"): execution accuracy per stage with a 95% interval, rows
+gained and lost against the baseline with McNemar's tests and a verdict, the changed rows side by
+side, and accuracy by Spider difficulty level and by database. Printed as a table; written as
+Markdown and as a self-contained HTML page with a chart when asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from pathlib import Path
+
+from harness import report_stats
+from harness.difficulty import LEVELS, DifficultyError, difficulty
+from harness.errors import InputError
+from harness.report_stats import Accuracy, Paired
+from harness.results import RowResult, read_results
+
+UNCLASSIFIED = "unclassified"
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    label: str
+    path: str
+    rows: tuple[RowResult, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangedRow:
+    """One row whose correctness differs between the baseline and a candidate."""
+
+    row_id: str
+    db_id: str
+    level: str
+    question: str
+    gold: str
+    baseline_sql: str | None
+    candidate_sql: str | None
+    baseline_outcome: str
+    candidate_outcome: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    label: str
+    paired: Paired
+    gained: tuple[ChangedRow, ...]
+    lost: tuple[ChangedRow, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class StageSummary:
+    label: str
+    path: str
+    accuracy: Accuracy
+    unscored: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Breakdown:
+    """Accuracy per group (a difficulty level, a database), one Accuracy per stage in stage order."""
+
+    title: str
+    groups: tuple[tuple[str, tuple[Accuracy, ...]], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    rows: int
+    baseline: str
+    alpha: float
+    test: str
+    stages: tuple[StageSummary, ...]
+    comparisons: tuple[Comparison, ...]  # every stage but the baseline, in stage order
+    by_level: Breakdown
+    by_database: Breakdown
+
+
+def parse_spec(text: str) -> tuple[str, str]:
+    """``label=path`` or a bare path (labelled with its stem).
+
+    >>> parse_spec("sft=out/results-sft.jsonl"), parse_spec("out/results-rl.jsonl")
+    (('sft', 'out/results-sft.jsonl'), ('results-rl', 'out/results-rl.jsonl'))
+    """
+    label, sep, path = text.partition("=")
+    # a path that itself holds "=" but names an existing file is a bare path
+    if not sep or Path(text).is_file():
+        return Path(text).stem, text
+    if not label.strip() or not path:
+        raise InputError(f"{text!r}: give results as label=path (e.g. sft=out/results-sft.jsonl) or a path")
+    return label.strip(), path
+
+
+def load_stages(specs: list[tuple[str, str]]) -> list[Stage]:
+    """Read every results file and check they describe the same eval rows (InputError if not)."""
+    if len(specs) < 2:
+        raise InputError(f"the report compares two or more results files, got {len(specs)}; "
+                         "pass e.g. base=out/results-base.jsonl sft=out/results-sft.jsonl")
+    labels = [label for label, _ in specs]
+    for label in labels:
+        if labels.count(label) > 1:
+            raise InputError(f"two inputs are labelled {label!r}; name each one with label=path")
+    stages = []
+    for label, path in specs:
+        rows = read_results(path)
+        if not rows:
+            raise InputError(f"{path} ({label}) holds no rows; grade the eval split into it first")
+        stages.append(Stage(label, str(path), tuple(rows)))
+    for other in stages[1:]:
+        _check_same_rows(stages[0], other)
+    order = {r.row_id: i for i, r in enumerate(stages[0].rows)}
+    # every stage in the first file's row order, so rows pair up by position from here on
+    return [dataclasses.replace(s, rows=tuple(sorted(s.rows, key=lambda r: order[r.row_id]))) for s in stages]
+
+
+def _check_same_rows(first: Stage, other: Stage) -> None:
+    mine = {r.row_id: r for r in first.rows}
+    theirs = {r.row_id: r for r in other.rows}
+    missing = [i for i in mine if i not in theirs]
+    extra = [i for i in theirs if i not in mine]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} row(s) of {first.label} are missing from {other.label} (first {missing[0]})")
+        if extra:
+            parts.append(f"{len(extra)} row(s) of {other.label} are not in {first.label} (first {extra[0]})")
+        raise InputError(f"{other.path} and {first.path} are not results on the same eval rows: "
+                         f"{'; '.join(parts)}. Grade every stage on the same eval split")
+    for row_id, row in mine.items():
+        twin = theirs[row_id]
+        for field in ("gold", "db_id", "question"):
+            if getattr(row, field) != getattr(twin, field):
+                raise InputError(f"row {row_id} has a different {field} in {first.path} ({first.label}) and "
+                                 f"{other.path} ({other.label}): {getattr(row, field)!r} vs "
+                                 f"{getattr(twin, field)!r}; the files come from different eval splits")
+
+
+def correctness(stage: Stage) -> list[bool | None]:
+    """Per row: True (score 1), False (score 0) or None (unscored). InputError on partial scores."""
+    out: list[bool | None] = []
+    for row in stage.rows:
+        if row.score is None:
+            out.append(None)
+        elif row.score in (0, 1):
+            out.append(row.score == 1)
+        else:
+            raise InputError(f"{stage.path}: row {row.row_id} has score {row.score}; the report compares "
+                             "execution match, which scores each row 0 or 1")
+    return out
+
+
+def level_of_gold(gold: str) -> str:
+    try:
+        return difficulty(gold)
+    except DifficultyError:
+        return UNCLASSIFIED
+
+
+def _accuracy(flags: list[bool | None]) -> Accuracy:
+    scored = [f for f in flags if f is not None]
+    return report_stats.accuracy(sum(scored), len(scored))
+
+
+def _breakdown(title: str, keys: list[str], order: list[str], flags: list[list[bool | None]]) -> Breakdown:
+    groups = []
+    for key in order:
+        members = [i for i, k in enumerate(keys) if k == key]
+        if members:
+            groups.append((key, tuple(_accuracy([f[i] for i in members]) for f in flags)))
+    return Breakdown(title, tuple(groups))
+
+
+def _compare(base: Stage, cand: Stage, base_ok: list[bool | None], cand_ok: list[bool | None],
+             levels: list[str], alpha: float, test: str) -> Comparison:
+    both = [i for i in range(len(base_ok)) if base_ok[i] is not None and cand_ok[i] is not None]
+    result = report_stats.paired([bool(base_ok[i]) for i in both], [bool(cand_ok[i]) for i in both],
+                                 alpha=alpha, test=test)
+
+    def changed(i: int) -> ChangedRow:
+        b, c = base.rows[i], cand.rows[i]
+        return ChangedRow(b.row_id, b.db_id, levels[i], b.question, b.gold, b.sql, c.sql, b.outcome, c.outcome)
+
+    gained = tuple(changed(i) for i in both if cand_ok[i] and not base_ok[i])
+    lost = tuple(changed(i) for i in both if base_ok[i] and not cand_ok[i])
+    return Comparison(cand.label, result, gained, lost)
+
+
+def build_report(stages: list[Stage], baseline: str | None = None, *, alpha: float = 0.05,
+                 test: str = "chi2") -> Report:
+    """The whole report from stages already checked by ``load_stages``."""
+    labels = [s.label for s in stages]
+    baseline = labels[0] if baseline is None else baseline
+    if baseline not in labels:
+        raise InputError(f"baseline {baseline!r} is not one of the inputs ({', '.join(labels)})")
+    try:
+        report_stats.check_alpha(alpha)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    flags = [correctness(s) for s in stages]
+    for stage, f in zip(stages, flags):
+        if all(x is None for x in f):
+            raise InputError(f"{stage.path} ({stage.label}): every row is unscored (gold or infrastructure "
+                             "errors); fix the bundle and grade again")
+    levels = [level_of_gold(r.gold) for r in stages[0].rows]
+    dbs = [r.db_id for r in stages[0].rows]
+    b = labels.index(baseline)
+    comparisons = tuple(_compare(stages[b], s, flags[b], flags[i], levels, alpha, test)
+                        for i, s in enumerate(stages) if i != b)
+    summaries = tuple(StageSummary(s.label, s.path, _accuracy(f), sum(x is None for x in f))
+                      for s, f in zip(stages, flags))
+    return Report(rows=len(stages[0].rows), baseline=baseline, alpha=alpha, test=test, stages=summaries,
+                  comparisons=comparisons,
+                  by_level=_breakdown("difficulty", levels, list(LEVELS) + [UNCLASSIFIED], flags),
+                  by_database=_breakdown("database", dbs, sorted(set(dbs)), flags))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", nargs="*", metavar="[LABEL=]PATH",
+                        help="per-row results files from `grade`, in stage order (label defaults to the file stem)")
+    parser.add_argument("--name", action="append", default=[], metavar="LABEL=PATH",
+                        help="a labelled results file (repeatable; after the positional ones)")
+    parser.add_argument("--baseline", metavar="LABEL", help="the stage others are compared with (default: the first)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the verdict (default 0.05)")
+    parser.add_argument("--verdict-test", choices=report_stats.TESTS, default="chi2",
+                        help="p-value the verdict reads: McNemar chi-squared with continuity correction "
+                             "(default, as the reference) or the exact binomial test")
+    parser.add_argument("--markdown", metavar="PATH", help="also write the report as Markdown")
+    parser.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page with the chart")
+    parser.add_argument("--show-changed", type=int, default=5, metavar="N",
+                        help="changed rows printed per list in the terminal (files get them all; default 5)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness import report_render  # matplotlib is loaded only when a report is made
+    from harness.bundle_data import atomic_write_bytes
+
+    specs = [parse_spec(t) for t in args.results] + [parse_spec(t) for t in args.name]
+    if args.show_changed < 0:
+        raise InputError("--show-changed must be 0 or more")
+    if not math.isfinite(args.alpha):
+        raise InputError("--alpha must be a number between 0 and 1")
+    report = build_report(load_stages(specs), args.baseline, alpha=args.alpha, test=args.verdict_test)
+    print(report_render.terminal(report, show_changed=args.show_changed))
+    if args.markdown:
+        atomic_write_bytes(args.markdown, report_render.markdown(report).encode("utf-8"))
+        print(f"wrote {args.markdown}")
+    if args.html:
+        atomic_write_bytes(args.html, report_render.html_page(report).encode("utf-8"))
+        print(f"wrote {args.html}")
+    return 0

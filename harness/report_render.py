@@ -1,0 +1,202 @@
+"""Render a Report (harness/report.py) as a terminal table, Markdown, or a self-contained HTML page.
+
+The HTML page carries its chart as inline SVG drawn by matplotlib (figure API, no GUI backend,
+no pyplot state): accuracy per stage with 95% interval error bars, and rows gained and lost per
+candidate with the paired p. It loads nothing: no script, no stylesheet, no font, no URL.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+
+from harness.report import Breakdown, ChangedRow, Comparison, Report
+from harness.report_stats import Accuracy, format_p
+
+TEST_NAMES = {"chi2": "McNemar chi-squared with continuity correction", "exact": "exact binomial McNemar"}
+
+
+# -- shared pieces ---------------------------------------------------------------------------------
+def _acc(a: Accuracy) -> str:
+    return "n/a" if a.n == 0 else f"{a.value:.3f}"
+
+
+def _interval(a: Accuracy) -> str:
+    return "" if a.n == 0 else f"[{a.low:.3f}, {a.high:.3f}]"
+
+
+def _heading(report: Report) -> str:
+    return (f"Execution accuracy on {report.rows} eval rows; baseline {report.baseline}; "
+            f"verdict at alpha {report.alpha:g} on the {TEST_NAMES[report.test]} p")
+
+
+def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    """Headers and one row per stage: accuracy, interval, and the paired comparison."""
+    headers = ["stage", "accuracy", "95% interval", "correct", "gained", "lost", "delta",
+               "p (chi2)", "p (exact)", "verdict"]
+    by_label = {c.label: c for c in report.comparisons}
+    rows = []
+    for stage in report.stages:
+        a = stage.accuracy
+        row = [stage.label, _acc(a), _interval(a), f"{a.correct}/{a.n}"]
+        if stage.unscored:
+            row[3] += f" ({stage.unscored} unscored)"
+        comp = by_label.get(stage.label)
+        if comp is None:
+            row += ["baseline", "", "", "", "", ""]
+        else:
+            p = comp.paired
+            row += [str(p.gained), str(p.lost), f"{p.delta:+.3f}", format_p(p.chi2.p_value),
+                    format_p(p.p_exact), p.verdict]
+        rows.append(row)
+    return headers, rows
+
+
+def breakdown_rows(report: Report, breakdown: Breakdown) -> tuple[list[str], list[list[str]]]:
+    headers = [breakdown.title, "rows"] + [s.label for s in report.stages]
+    rows = []
+    for name, accs in breakdown.groups:
+        rows.append([name, str(max(a.n for a in accs))]
+                    + [f"{_acc(a)} ({a.correct}/{a.n})" if a.n else "n/a" for a in accs])
+    return headers, rows
+
+
+def _sql(text: str | None) -> str:
+    return "(no query)" if text is None else " ".join(text.split())
+
+
+def _changed_lists(comp: Comparison) -> list[tuple[str, tuple[ChangedRow, ...]]]:
+    return [("gained", comp.gained), ("lost", comp.lost)]
+
+
+# -- terminal --------------------------------------------------------------------------------------
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [headers] + rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def terminal(report: Report, *, show_changed: int = 5) -> str:
+    """The report as plain text: tables, then up to ``show_changed`` changed rows per list."""
+    parts = [_heading(report), "", _table(*summary_rows(report))]
+    for breakdown in (report.by_level, report.by_database):
+        parts += ["", f"By {breakdown.title}", _table(*breakdown_rows(report, breakdown))]
+    for comp in report.comparisons:
+        parts += ["", f"Changed rows, {comp.label} against {report.baseline}: "
+                      f"{comp.paired.gained} gained, {comp.paired.lost} lost"]
+        width = max(len(report.baseline), len(comp.label), 4) + 2
+        for kind, rows in _changed_lists(comp):
+            sign = "+" if kind == "gained" else "-"
+            for row in rows[:show_changed]:
+                parts += [f"  {sign} {row.row_id}  {row.db_id}  {row.level}  {row.question}",
+                          f"      {'gold':<{width}}{_sql(row.gold)}",
+                          f"      {report.baseline:<{width}}{_sql(row.baseline_sql)}  [{row.baseline_outcome}]",
+                          f"      {comp.label:<{width}}{_sql(row.candidate_sql)}  [{row.candidate_outcome}]"]
+            if len(rows) > show_changed:
+                parts.append(f"  ... {len(rows) - show_changed} more {kind} (see --markdown or --html)")
+    return "\n".join(parts)
+
+
+# -- Markdown --------------------------------------------------------------------------------------
+def _md_cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(_md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_md_cell(x) for x in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _changed_table(report: Report, comp: Comparison, rows: tuple[ChangedRow, ...]) -> tuple[list[str], list[list[str]]]:
+    headers = ["row", "database", "level", "question", "gold", f"{report.baseline} SQL", f"{comp.label} SQL",
+               f"outcome ({report.baseline} -> {comp.label})"]
+    return headers, [[r.row_id, r.db_id, r.level, r.question, _sql(r.gold), _sql(r.baseline_sql),
+                      _sql(r.candidate_sql), f"{r.baseline_outcome} -> {r.candidate_outcome}"] for r in rows]
+
+
+def markdown(report: Report) -> str:
+    """The report as Markdown (GitHub tables), every changed row included."""
+    parts = ["# Evaluation report", "", _heading(report) + ".", "", _md_table(*summary_rows(report))]
+    for breakdown in (report.by_level, report.by_database):
+        parts += ["", f"## By {breakdown.title}", "", _md_table(*breakdown_rows(report, breakdown))]
+    for comp in report.comparisons:
+        parts += ["", f"## Changed rows: {comp.label} against {report.baseline}"]
+        for kind, rows in _changed_lists(comp):
+            parts += ["", f"### {kind.capitalize()} ({len(rows)})", ""]
+            parts.append(_md_table(*_changed_table(report, comp, rows)) if rows else "None.")
+    return "\n".join(parts) + "\n"
+
+
+# -- HTML ------------------------------------------------------------------------------------------
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;
+vertical-align:top}th{background:#f3f3f3}td.sql{font-family:monospace;white-space:pre-wrap;max-width:32em}
+figure{margin:1em 0}"""
+
+
+def _html_table(headers: list[str], rows: list[list[str]], sql_columns: frozenset[int] = frozenset()) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    cell = ('<td class="sql">{}</td>', "<td>{}</td>")
+    body = "".join("<tr>" + "".join(cell[i not in sql_columns].format(html.escape(str(x)))
+                                    for i, x in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def chart_svg(report: Report) -> str:
+    """The chart as an inline ``<svg>`` element (no XML prologue, no metadata, no external reference)."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    stages = report.stages
+    comps = report.comparisons
+    with matplotlib.rc_context({"svg.hashsalt": "spider-scoring", "svg.fonttype": "none"}):
+        fig = Figure(figsize=(10, 4), layout="constrained")
+        left, right = fig.subplots(1, 2, width_ratios=[max(len(stages), 2), max(len(comps), 2)])
+        values = [s.accuracy.value if s.accuracy.n else 0.0 for s in stages]
+        errors = [[v - s.accuracy.low for v, s in zip(values, stages)],
+                  [s.accuracy.high - v for v, s in zip(values, stages)]]
+        colours = ["#4c72b0" if s.label != report.baseline else "#8c8c8c" for s in stages]
+        x = range(len(stages))
+        left.bar(x, values, yerr=errors, capsize=6, color=colours)
+        left.set_xticks(list(x), [s.label for s in stages])
+        left.set_ylim(0, 1)
+        left.set_ylabel("execution accuracy")
+        left.set_title("Accuracy per stage (95% interval; grey: baseline)")
+        for i, v in enumerate(values):
+            left.annotate(f"{v:.3f}", (i, v), textcoords="offset points", xytext=(8, 3), fontsize=9)
+        xs = range(len(comps))
+        right.bar([i - 0.2 for i in xs], [c.paired.gained for c in comps], width=0.4, color="#55a868", label="gained")
+        right.bar([i + 0.2 for i in xs], [c.paired.lost for c in comps], width=0.4, color="#c44e52", label="lost")
+        right.set_xticks(list(xs), [f"{c.label}\np {format_p(c.paired.p_value)}" for c in comps])
+        right.set_ylabel("rows")
+        right.set_title(f"Rows gained and lost against {report.baseline}")
+        right.legend()
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg"):]  # drop the XML declaration and DOCTYPE (which names a URL)
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.DOTALL)
+
+
+def html_page(report: Report) -> str:
+    """A self-contained HTML page: the tables, the chart inline, and every changed row."""
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             "<title>Evaluation report</title>", f"<style>{_STYLE}</style></head><body>",
+             "<h1>Evaluation report</h1>", f"<p>{html.escape(_heading(report))}.</p>",
+             _html_table(*summary_rows(report)),
+             f'<figure id="chart">{chart_svg(report)}<figcaption>Execution accuracy per stage with 95% '
+             "(Wilson) intervals; rows gained and lost against the baseline, with the paired p."
+             "</figcaption></figure>"]
+    for breakdown in (report.by_level, report.by_database):
+        parts += [f"<h2>By {html.escape(breakdown.title)}</h2>", _html_table(*breakdown_rows(report, breakdown))]
+    for comp in report.comparisons:
+        parts.append(f"<h2>Changed rows: {html.escape(comp.label)} against {html.escape(report.baseline)}</h2>")
+        for kind, rows in _changed_lists(comp):
+            parts.append(f"<h3>{kind.capitalize()} ({len(rows)})</h3>")
+            parts.append(_html_table(*_changed_table(report, comp, rows), sql_columns=frozenset({4, 5, 6}))
+                         if rows else "<p>None.</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
