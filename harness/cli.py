@@ -14,6 +14,7 @@ from harness.errors import HarnessError
 
 # command name -> (module, one-line help). Keep sorted by the order a user meets them.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "prepare": ("harness.prepare", "Spider rows (datasets-server API, cached) to train/rl/eval JSONL and the staged bundle data"),
     "pipeline": ("harness.pipeline", "write and validate OUT/pipeline.json (base -> SFT -> GRPO, each scored)"),
     "submit": ("harness.submit", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
     "grade": ("harness.grade", "score a file of completions on the eval split with the bundle; write per-row results"),

@@ -1,0 +1,201 @@
+"""`prepare`: Spider questions and databases to three chat-JSONL splits and the bundle's staged data.
+
+Reads the questions from the datasets-server ``/rows`` API (cached, rate limited; see
+harness/fetch_rows.py) or, with ``--sample``, from the embedded sample under fixtures/; reads the
+schemas from the SQLite files; writes, under ``--out``:
+
+* ``data/train.jsonl``, ``data/rl.jsonl``, ``data/eval.jsonl`` (harness/splits.py says which rows);
+* ``bundle/``: bundle/*.py and ``bundle/data/`` (the databases the splits use, index.json with the
+  gold results precomputed), ready to pack;
+* ``prepare-summary.json``: what the printed summary says, machine-readable.
+
+The same inputs give byte-identical JSONL, index and databases. Standard library only (plus
+bundle, harness.bundle_data, harness.errors), so it also runs as ``python3 harness/prepare.py``.
+
+Example, offline: ``python3 -m harness prepare --sample --out out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: make the project's packages importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import bundle as bundle_package
+from harness import bundle_data, prepare_summary, prompts, splits
+from harness.api_cache import PageCache
+from harness.errors import HarnessError, InputError
+from harness.fetch_rows import DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_DATABASES = ROOT / "fixtures" / "databases"
+SAMPLE_ROWS = ROOT / "fixtures" / "sample"
+API_SPLITS = {"train": "train", "eval": "validation"}  # our source -> the API's split name
+DEFAULT_SIZES = splits.Sizes(train=2000, rl=600, eval=300)
+# The sample has 48 train questions on 4 databases and 22 validation ones on 2: these sizes use
+# all of it with no split short (5 rows are left out: 3 share a gold across databases, 2 golds
+# return no rows and would fall in rl).
+SAMPLE_SIZES = splits.Sizes(train=28, rl=17, eval=20)
+DEFAULT_MAX_SCHEMA = 1000
+DEFAULT_CACHE = Path(".cache") / "datasets-server"
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative: give 0 or more")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative: give 0 or more seconds")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the reference example's prepare_dataset.py, plus where things are."""
+    add = parser.add_argument
+    add("--databases", type=Path, metavar="DIR", help="Spider's database folder (<db_id>/<db_id>.sqlite)")
+    add("--sample", action="store_true", help="use the embedded sample (fixtures/): no network, no --databases")
+    add("--rows", type=_count, metavar="N",
+        help=f"SFT rows (default {DEFAULT_SIZES.train}; {SAMPLE_SIZES.train} with --sample)")
+    add("--rl-rows", type=_count, metavar="N",
+        help=f"RL rows after the SFT ones (default {DEFAULT_SIZES.rl}; {SAMPLE_SIZES.rl} with --sample)")
+    add("--eval-rows", type=_count, metavar="N",
+        help=f"eval rows on unseen databases (default {DEFAULT_SIZES.eval}; {SAMPLE_SIZES.eval} with --sample)")
+    add("--max-schema", type=_count, metavar="CHARS", default=DEFAULT_MAX_SCHEMA,
+        help="skip databases whose schema is longer, in characters (default %(default)s)")
+    add("--api-url", metavar="URL", default=DEFAULT_API_URL, help="datasets-server address (default %(default)s)")
+    add("--cache-dir", type=Path, metavar="DIR", default=DEFAULT_CACHE,
+        help="where fetched pages are kept (default %(default)s)")
+    add("--request-interval", type=_seconds, metavar="SECONDS", default=FetchPolicy.interval_s,
+        help="least seconds between two API requests (default %(default)s)")
+    add("--out", type=Path, metavar="DIR", default=Path("out"), help="output folder (default %(default)s)")
+    add("--keep-empty-gold", action="store_true",
+        help="keep rows whose gold returns no rows in rl.jsonl (left out by default)")
+    add("--keep-shared-golds", action="store_true",
+        help="keep rows whose gold text is selected under another database too")
+
+
+def _sizes(args: argparse.Namespace) -> splits.Sizes:
+    base = SAMPLE_SIZES if args.sample else DEFAULT_SIZES
+    return splits.Sizes(train=base.train if args.rows is None else args.rows,
+                        rl=base.rl if args.rl_rows is None else args.rl_rows,
+                        eval=base.eval if args.eval_rows is None else args.eval_rows)
+
+
+def build_sample_databases(dest: Path) -> dict[str, Path]:
+    """The sample's databases (kept as SQL text) built into ``dest/<db_id>/<db_id>.sqlite``."""
+    sources = sorted(SAMPLE_DATABASES.glob("*.sql"))
+    if not sources:
+        raise InputError(f"no sample databases in {SAMPLE_DATABASES}: the checkout is incomplete")
+    return {sql.stem: bundle_data.build_sqlite(sql, dest / sql.stem / f"{sql.stem}.sqlite")
+            for sql in sources}
+
+
+def sample_source() -> FilePages:
+    return FilePages({api: SAMPLE_ROWS / f"rows-{api}.json" for api in API_SPLITS.values()})
+
+
+def api_source(args: argparse.Namespace) -> RowFetcher:
+    policy = FetchPolicy(interval_s=args.request_interval)
+    return RowFetcher(args.api_url, PageCache(args.cache_dir, "xlangai/spider", "spider"), policy=policy)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command: check the flags, pick the row source, prepare, print the summary."""
+    if args.sample and args.databases is not None:
+        raise InputError("--sample uses the embedded databases: drop --databases (or drop --sample)")
+    if not args.sample and args.databases is None:
+        raise InputError("give --databases (Spider's database folder, e.g. spider/database) "
+                         "or --sample for the embedded sample")
+    with tempfile.TemporaryDirectory(prefix="spider-sample-") as tmp:
+        if args.sample:
+            catalog = splits.Catalog(build_sample_databases(Path(tmp)), args.max_schema)
+            source: RowSource = sample_source()
+        else:
+            catalog = splits.Catalog.from_folder(args.databases, args.max_schema)
+            source = api_source(args)
+        rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds)
+        summary = prepare(source, rules, _sizes(args), args.out,
+                          origin="embedded sample" if args.sample else args.api_url)
+    print(prepare_summary.render(summary))
+    return 0
+
+
+def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
+            origin: str = DEFAULT_API_URL) -> dict:
+    """Select the splits, write them and the staged bundle under ``out``; return the summary."""
+    selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
+                              sizes, rules)
+    prepare_summary.check_not_empty(selection, sizes)
+    rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
+    index = stage_bundle(out / "bundle", selection, rules.catalog)
+    for name in splits.SPLITS:
+        bundle_data.atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
+    summary = prepare_summary.build(selection, sizes, rules, rows, index,
+                                    fetch=source.stats.as_dict(), origin=origin)
+    bundle_data.atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
+    return summary
+
+
+def _chat(catalog: splits.Catalog, row: splits.SourceRow) -> dict:
+    return prompts.chat_row(catalog.schema(row.db_id), row.question, row.gold)
+
+
+def index_rows(selection: splits.Selection) -> list[bundle_data.IndexRow]:
+    """Every row of the three splits, id ``<split>-<line number>``, in split and line order."""
+    return [bundle_data.IndexRow(f"{name}-{i:05d}", name, row.db_id, row.gold)
+            for name in splits.SPLITS for i, row in enumerate(selection.split(name))]
+
+
+def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalog) -> dict:
+    """``dest`` as the zip will hold it: bundle/*.py, then data/ (used databases + index)."""
+    sources = {p.name: p for p in Path(bundle_package.__file__).resolve().parent.glob("*.py")}
+    dest.mkdir(parents=True, exist_ok=True)
+    for stale in dest.glob("*.py"):  # a module removed from bundle/ must not linger in the stage
+        if stale.name not in sources:
+            stale.unlink()
+    pycache = dest / "__pycache__"
+    if pycache.is_dir():  # left by an import of the stage; would change the zip's contents
+        shutil.rmtree(pycache)
+    for name, src in sorted(sources.items()):
+        data = src.read_bytes()
+        target = dest / name
+        if not target.is_file() or target.read_bytes() != data:
+            bundle_data.atomic_write_bytes(target, data)
+    databases = {db_id: catalog.files[db_id] for db_id in selection.used_databases()}
+    try:
+        return bundle_data.write_bundle_data(dest, index_rows(selection), databases, precompute=True)
+    except bundle_data.GoldFailed as exc:  # every selected gold ran once already: a changed file?
+        raise InputError(f"{exc}; it ran during selection, so a database changed meanwhile: "
+                         "run again") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run as a script (``python3 harness/prepare.py --sample``), with the CLI's error handling."""
+    parser = argparse.ArgumentParser(prog="prepare", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

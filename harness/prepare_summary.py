@@ -1,0 +1,137 @@
+"""prepare's summary: rows per split, skips per reason, databases and their size, prompt lengths.
+
+The same dict is printed (``render``) and written as ``prepare-summary.json`` (``dumps``). All of
+it follows from the inputs except ``fetch`` (pages fetched or read from the cache, retries), which
+says how this run got its rows.
+
+>>> render_count({"gold query fails": 3, "database missing": 1})
+'database missing 1, gold query fails 3'
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+
+from harness import prompts, splits
+from harness.errors import InputError
+
+FORMAT = "spider-scoring-prepare-summary"
+VERSION = 1
+# Which trainer limit each split's rows must fit (the eval rows are generated like GRPO's).
+LIMIT_FOR_SPLIT = {"train": ("over_sft", prompts.SFT_MAX_TOKENS, "SFT"),
+                   "rl": ("over_grpo", prompts.GRPO_MAX_TOKENS, "GRPO")}
+
+
+def render_count(counts: dict[str, int]) -> str:
+    return ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items())) or "none"
+
+
+def _skips(selection: splits.Selection) -> dict[str, dict[str, int]]:
+    return {source: dict(sorted(counter.items())) for source, counter in sorted(selection.skips.items())}
+
+
+def check_not_empty(selection: splits.Selection, sizes: splits.Sizes) -> None:
+    """A split asked for but left with no row is an error: most likely the wrong --databases."""
+    for name in splits.SPLITS:
+        asked = getattr(sizes, name)
+        if asked and not selection.split(name):
+            source = "validation" if name == "eval" else "train"
+            skipped = render_count(dict(selection.skips.get(source, {})))
+            raise InputError(
+                f"no usable row for the {name} split ({asked} asked); {source} rows left out: {skipped}. "
+                "Check that --databases is Spider's database folder, or lower --rows/--rl-rows")
+
+
+def _databases(selection: splits.Selection, index: dict) -> dict:
+    entries = index["databases"]
+    eval_order = list(dict.fromkeys(r.db_id for r in selection.eval))
+    training = sorted({r.db_id for r in selection.train + selection.rl})
+    return {
+        "count": len(entries),
+        "bytes": sum(e["bytes"] for e in entries.values()),
+        "training": training,
+        "eval": eval_order,
+        "skipped": {reason: sorted(dbs) for reason, dbs in sorted(selection.skipped_databases.items())},
+    }
+
+
+def _warnings(sizes: splits.Sizes, written: dict[str, int], stats: dict[str, dict]) -> list[str]:
+    notes = []
+    for name in splits.SPLITS:
+        asked = getattr(sizes, name)
+        if written[name] < asked:
+            notes.append(f"{name}: {written[name]} rows of {asked} asked: the source ran out of usable rows")
+    for name, (key, limit, stage) in LIMIT_FOR_SPLIT.items():
+        if stats[name][key]:
+            notes.append(f"{name}: {stats[name][key]} rows may not fit {stage} maxSeqLength {limit} "
+                         f"(estimated; longest prompt ~{stats[name]['max_tokens']} tokens): lower "
+                         "--max-schema or raise the trainer's maxSeqLength")
+    return notes
+
+
+def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
+          rows: dict[str, list[dict]], index: dict, *, fetch: dict, origin: str) -> dict:
+    """The summary of one prepare run (module docstring)."""
+    written = {name: len(rows[name]) for name in splits.SPLITS}
+    stats = {name: prompts.prompt_stats(rows[name]) for name in splits.SPLITS}
+    totals: collections.Counter = collections.Counter()
+    for counter in selection.skips.values():
+        totals.update(counter)
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "source": origin,
+        "settings": {"rows": sizes.train, "rl_rows": sizes.rl, "eval_rows": sizes.eval,
+                     "max_schema": rules.catalog.max_schema, "keep_empty_gold": rules.keep_empty_gold,
+                     "keep_shared_golds": rules.keep_shared_golds},
+        "rows": written,
+        "rows_read": dict(selection.rows_read),
+        "skips": _skips(selection),
+        "skips_total": dict(sorted(totals.items())),
+        "shared_golds": sorted(selection.shared_golds),
+        "gold_failures": [{"db_id": db_id, "gold": gold, "why": why}
+                          for (db_id, gold), why in sorted(rules.golds.failures.items())],
+        "databases": _databases(selection, index),
+        "prompts": stats,
+        "warnings": _warnings(sizes, written, stats),
+        "fetch": fetch,
+    }
+
+
+def dumps(summary: dict) -> bytes:
+    return (json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def render(summary: dict) -> str:
+    """The summary as a few lines for a terminal or a CI log."""
+    rows, dbs, fetch = summary["rows"], summary["databases"], summary["fetch"]
+    settings = summary["settings"]
+    lines = [
+        f"rows written: train {rows['train']}, rl {rows['rl']}, eval {rows['eval']} "
+        f"(asked {settings['rows']} / {settings['rl_rows']} / {settings['eval_rows']}; "
+        f"from {summary['source']})",
+        "rows read: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["rows_read"].items())),
+        "left out: " + render_count(summary["skips_total"]),
+    ]
+    for source, counts in summary["skips"].items():
+        lines.append(f"  {source}: {render_count(counts)}")
+    lines.append(f"databases: {dbs['count']} used ({len(dbs['training'])} train/rl, "
+                 f"{len(dbs['eval'])} eval), {dbs['bytes']:,} bytes ({dbs['bytes'] / 1e6:.1f} MB)")
+    for reason, names in dbs["skipped"].items():
+        lines.append(f"  skipped ({reason}): {', '.join(names)}")
+    if summary["shared_golds"]:
+        verb = "kept" if settings["keep_shared_golds"] else "left out"
+        lines.append(f"golds under several databases ({verb}): {len(summary['shared_golds'])}")
+    for name, stat in summary["prompts"].items():
+        lines.append(f"prompts {name}: longest {stat['max_chars']} chars (~{stat['max_tokens']} tokens), "
+                     f"mean {stat['mean_chars']} chars (~{stat['mean_tokens']} tokens); over SFT "
+                     f"{prompts.SFT_MAX_TOKENS}: {stat['over_sft']}, over GRPO {prompts.GRPO_MAX_TOKENS}: "
+                     f"{stat['over_grpo']}")
+    if fetch["files_read"]:
+        lines.append(f"rows read from {fetch['files_read']} local files (no network)")
+    else:
+        lines.append(f"fetch: {fetch['pages_fetched']} pages fetched, {fetch['pages_cached']} from cache, "
+                     f"{fetch['retries']} retries, {fetch['waited_s']} s waited")
+    lines.extend(f"warning: {note}" for note in summary["warnings"])
+    return "\n".join(lines)
