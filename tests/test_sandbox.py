@@ -1,0 +1,144 @@
+"""The sandbox: the hostile suite (fixtures/hostile/cases.json) and the guarantees around it.
+
+The suite runs once, in a process of its own with a private TMPDIR, HOME and working directory
+(tests/hostile_runner.py); each case then asserts its score, outcome, time bound, byte-identical
+databases, no file created in any watched folder and no stray file held open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bundle import sql_guard
+from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.verify import verify
+from harness import hostile
+
+HERE = Path(__file__).resolve().parent
+CASE_IDS = [c.id for c in hostile.load_cases("t", "/scratch")]
+
+
+@pytest.fixture(scope="module")
+def suite_report(sample_bundle, tmp_path_factory):
+    work = tmp_path_factory.mktemp("hostile")
+    for name in ("tmp", "home", "cwd", "scratch"):
+        (work / name).mkdir()
+    out = work / "report.json"
+    env = dict(os.environ, TMPDIR=str(work / "tmp"), SQLITE_TMPDIR=str(work / "tmp"), HOME=str(work / "home"),
+               TRAINER_BUNDLE_ROOT=str(sample_bundle), PYTHONDONTWRITEBYTECODE="1")
+    subprocess.run([sys.executable, str(HERE / "hostile_runner.py"), str(sample_bundle), str(work / "scratch"),
+                    str(out)], env=env, cwd=work / "cwd", check=True, timeout=600)
+    report = json.loads(out.read_text())
+    return {case["id"]: case for case in report["cases"]} | {"_max_rss_mb": report["max_rss_mb"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_id", CASE_IDS)
+def test_hostile_case(suite_report, case_id):
+    case = suite_report[case_id]
+    assert case["score"] == 0.0, case
+    assert case["outcome"] in case["allowed_outcomes"], case
+    assert case["seconds"] <= case["max_seconds"], case
+    assert case["changed_databases"] == [], case
+    assert case["new_files"] == [], case
+    assert case["opened_files"] == [], case
+
+
+@pytest.mark.slow
+def test_suite_memory_stays_bounded(suite_report):
+    # The whole suite, runaway sorts and 500 MB blobs included, in one process.
+    assert suite_report["_max_rss_mb"] < 512
+
+
+def test_every_prior_art_category_is_covered():
+    categories = {c.category for c in hostile.load_cases("t", "/s")}
+    assert {"side effects", "time", "resources", "comparison", "extraction"} <= categories
+
+
+@pytest.fixture
+def pets_db(fixture_dbs):
+    yield str(fixture_dbs["pets_club"])
+    sql_guard.forget_connections()
+
+
+def test_deadline_frees_the_cpu(pets_db):
+    limits = DEFAULT_LIMITS.replace(timeout_s=0.3)
+    runaway = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
+    started = time.monotonic()
+    verdict = verify(runaway, "SELECT 1", pets_db, limits=limits, is_sql=True)
+    returned = time.monotonic() - started
+    assert verdict.outcome == "prediction_timeout"
+    assert returned < 0.3 + 0.5
+    cpu_before = time.process_time()
+    time.sleep(0.3)
+    assert time.process_time() - cpu_before < 0.05  # nothing keeps running after the call returned
+
+
+def test_database_opened_read_only_even_without_the_authorizer(pets_db, tmp_path):
+    conn = sqlite3_connect_guarded_without_authorizer(pets_db)
+    with pytest.raises(Exception) as failed:
+        conn.execute("DELETE FROM Owner")
+    assert "readonly" in str(failed.value).lower() or "read-only" in str(failed.value).lower()
+
+
+def sqlite3_connect_guarded_without_authorizer(path):
+    import sqlite3
+    return sqlite3.connect(sql_guard.database_uri(path), uri=True)
+
+
+def test_missing_database_is_infrastructure(tmp_path):
+    verdict = verify("SELECT 1", "SELECT 1", str(tmp_path / "absent.sqlite"))
+    assert verdict.outcome == "infrastructure_error" and verdict.score is None
+
+
+def test_corrupt_database_is_infrastructure(tmp_path):
+    path = tmp_path / "corrupt.sqlite"
+    path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 5000)
+    verdict = verify("SELECT 1", "SELECT 1", str(path))
+    assert verdict.outcome == "infrastructure_error" and verdict.score is None
+
+
+def test_gold_failure_is_never_a_score(pets_db):
+    verdict = verify("SELECT 1", "SELECT nope FROM nowhere", pets_db)
+    assert verdict.outcome == "gold_error" and verdict.score is None
+
+
+def test_many_threads_get_the_same_verdicts(pets_db):
+    limits = DEFAULT_LIMITS.replace(timeout_s=0.3)
+    gold = "SELECT name FROM Pet WHERE species = 'dog'"
+    completions = [
+        "SELECT name FROM Pet WHERE species = 'dog'",
+        "SELECT name FROM Pet WHERE species = 'cat'",
+        "SELECT name FROM Pet WHERE species = 'dog' ORDER BY weight",
+        "DELETE FROM Pet",
+        "SELECT nope FROM Pet",
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
+        "SELECT length(randomblob(900000000))",
+    ]
+    expected = [verify(c, gold, pets_db, limits=limits).outcome for c in completions]
+    assert expected == ["match", "mismatch", "match", "forbidden", "prediction_error", "prediction_timeout",
+                        "prediction_over_cap"]
+    got: list[list[str]] = [[] for _ in range(16)]
+
+    def work(slot: int) -> None:
+        for i in range(len(completions) * 2):
+            k = (i + slot) % len(completions)
+            got[slot].append((k, verify(completions[k], gold, pets_db, limits=limits).outcome))
+        sql_guard.forget_connections()
+
+    threads = [threading.Thread(target=work, args=(slot,)) for slot in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(not t.is_alive() for t in threads)
+    assert all(outcome == expected[k] for slot in got for k, outcome in slot)
+    assert sum(len(slot) for slot in got) == 16 * len(completions) * 2
