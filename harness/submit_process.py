@@ -84,14 +84,16 @@ def run_process(argv: list[str], timeout_s: float, stream: bool = False) -> Resu
 Verifier = Callable[[], None]  # raises VerificationFailed when the bundle must not be pushed
 
 
-def default_verify_argv(zip_path: Path, out: Path, data_dir: Path) -> list[str] | None:
+def default_verify_argv(zip_path: Path, out: Path, data_dir: Path,
+                        commands: dict[str, tuple[str, str]] | None = None) -> list[str] | None:
     """``python -m harness verify`` with the zip / out / data options it declares, or None when
-    this checkout has no `verify` command. Its options are read from its own parser, so this
-    follows that command as it evolves instead of guessing its flags."""
-    if "verify" not in COMMANDS:
+    ``commands`` (default: the CLI's registry) has no `verify`. Its options are read from its own
+    parser, so this follows that command as it evolves instead of guessing its flags."""
+    commands = COMMANDS if commands is None else commands
+    if "verify" not in commands:
         return None
     parser = argparse.ArgumentParser()
-    importlib.import_module(COMMANDS["verify"][0]).add_arguments(parser)
+    importlib.import_module(commands["verify"][0]).add_arguments(parser)
     argv = [sys.executable, "-m", "harness", "verify"]
     given: set[str] = set()
     for action in parser._actions:  # argparse has no public way to list a parser's options
