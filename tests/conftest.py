@@ -69,3 +69,44 @@ def spider_dir() -> Path:
     if found is None:
         pytest.skip("real Spider data not found: put it at ../shared/spider or set SPIDER_DATA")
     return found
+
+
+# -- prepared outputs (harness prepare), shared by every test module that needs them --------------
+
+def run_prepare(out: Path, *args: str) -> dict:
+    """Run `prepare` in-process into ``out``; the summary it wrote (pytest.fail on a non-zero exit)."""
+    from harness import prepare
+    code = prepare.main([*args, "--out", str(out)])
+    if code != 0:
+        pytest.fail(f"prepare {' '.join(args)} exited with {code}")
+    return json.loads((out / "prepare-summary.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def prepared_sample(tmp_path_factory) -> Path:
+    """`prepare --sample` once: OUT/data/{train,rl,eval}.jsonl, OUT/bundle/, OUT/prepare-summary.json.
+
+    Treat as read-only (copy it to change it).
+    """
+    out = tmp_path_factory.mktemp("prepared_sample")
+    run_prepare(out, "--sample")
+    return out
+
+
+# The arguments prepared_spider ran with, minus --api-url, --cache-dir and --out.
+SPIDER_PREPARE_ARGS = ("--rows", "2000", "--rl-rows", "600", "--eval-rows", "300", "--request-interval", "0")
+
+
+@pytest.fixture(scope="session")
+def prepared_spider(tmp_path_factory, spider_dir) -> Path:
+    """`prepare` on the real Spider with the defaults 2000/600/300, once per session (about 2 s).
+
+    Rows come from tests/api_server.py serving train_spider.json and dev.json on 127.0.0.1; the
+    fetched pages stay in ``OUT/../cache``. Same layout as prepared_sample; treat as read-only.
+    """
+    from api_server import ApiServer
+    root = tmp_path_factory.mktemp("prepared_spider")
+    with ApiServer.from_spider(spider_dir) as api:
+        run_prepare(root / "out", "--databases", str(spider_dir / "database"), "--api-url", api.url,
+                    "--cache-dir", str(root / "cache"), *SPIDER_PREPARE_ARGS)
+    return root / "out"
