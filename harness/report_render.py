@@ -145,37 +145,43 @@ def _html_table(headers: list[str], rows: list[list[str]], sql_columns: frozense
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def chart_figure(report: Report):
+    """The chart as a matplotlib Figure: accuracy per stage (95% intervals), gained and lost bars."""
+    from matplotlib.figure import Figure
+
+    stages, comps = report.stages, report.comparisons
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=[max(len(stages), 2), max(len(comps), 2)])
+    values = [s.accuracy.value if s.accuracy.n else 0.0 for s in stages]
+    errors = [[v - s.accuracy.low for v, s in zip(values, stages)],
+              [s.accuracy.high - v for v, s in zip(values, stages)]]
+    x = list(range(len(stages)))
+    left.bar(x, values, yerr=errors, capsize=6,
+             color=["#8c8c8c" if s.label == report.baseline else "#4c72b0" for s in stages])
+    left.set_xticks(x, [s.label for s in stages])
+    left.set_ylim(0, 1)
+    left.set_ylabel("execution accuracy")
+    left.set_title("Accuracy per stage (95% interval; grey: baseline)")
+    for i, v in enumerate(values):
+        left.annotate(f"{v:.3f}", (i, v), textcoords="offset points", xytext=(8, 3), fontsize=9)
+    xs = list(range(len(comps)))
+    right.bar([i - 0.2 for i in xs], [c.paired.gained for c in comps], width=0.4, color="#55a868", label="gained")
+    right.bar([i + 0.2 for i in xs], [c.paired.lost for c in comps], width=0.4, color="#c44e52", label="lost")
+    right.set_xticks(xs, [f"{c.label}\np {format_p(c.paired.p_value)}" for c in comps])
+    right.set_ylabel("rows")
+    right.set_title(f"Rows gained and lost against {report.baseline}")
+    right.legend()
+    return fig
+
+
 def chart_svg(report: Report) -> str:
     """The chart as an inline ``<svg>`` element (no XML prologue, no metadata, no external reference)."""
     import matplotlib
-    from matplotlib.figure import Figure
 
-    stages = report.stages
-    comps = report.comparisons
+    # fixed ids and text kept as text: the same report gives the same bytes, and labels stay searchable
     with matplotlib.rc_context({"svg.hashsalt": "spider-scoring", "svg.fonttype": "none"}):
-        fig = Figure(figsize=(10, 4), layout="constrained")
-        left, right = fig.subplots(1, 2, width_ratios=[max(len(stages), 2), max(len(comps), 2)])
-        values = [s.accuracy.value if s.accuracy.n else 0.0 for s in stages]
-        errors = [[v - s.accuracy.low for v, s in zip(values, stages)],
-                  [s.accuracy.high - v for v, s in zip(values, stages)]]
-        colours = ["#4c72b0" if s.label != report.baseline else "#8c8c8c" for s in stages]
-        x = range(len(stages))
-        left.bar(x, values, yerr=errors, capsize=6, color=colours)
-        left.set_xticks(list(x), [s.label for s in stages])
-        left.set_ylim(0, 1)
-        left.set_ylabel("execution accuracy")
-        left.set_title("Accuracy per stage (95% interval; grey: baseline)")
-        for i, v in enumerate(values):
-            left.annotate(f"{v:.3f}", (i, v), textcoords="offset points", xytext=(8, 3), fontsize=9)
-        xs = range(len(comps))
-        right.bar([i - 0.2 for i in xs], [c.paired.gained for c in comps], width=0.4, color="#55a868", label="gained")
-        right.bar([i + 0.2 for i in xs], [c.paired.lost for c in comps], width=0.4, color="#c44e52", label="lost")
-        right.set_xticks(list(xs), [f"{c.label}\np {format_p(c.paired.p_value)}" for c in comps])
-        right.set_ylabel("rows")
-        right.set_title(f"Rows gained and lost against {report.baseline}")
-        right.legend()
         buffer = io.StringIO()
-        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+        chart_figure(report).savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg"):]  # drop the XML declaration and DOCTYPE (which names a URL)
     return re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.DOTALL)
