@@ -156,7 +156,7 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
         except sql_guard.QueryFailed as failed:
             outcome = INFRASTRUCTURE_ERROR if failed.kind == sql_guard.INFRASTRUCTURE else GOLD_ERROR
             return _finish(Verdict(outcome, None, f"gold query: {failed.detail}"), started)
-        gold_s = time.monotonic() - t0
+        gold_s = 0.0 if cached else time.monotonic() - t0
     base = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached, gold_s=gold_s)
     sql = completion.strip() if is_sql and isinstance(completion, str) else \
         sql_extract.extract_sql(completion, limits.max_completion_chars)

@@ -1,0 +1,207 @@
+"""Entry points (reward.py, grader.py, scoring_entry.py) and row -> database resolution (bundle_index.py)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import sys
+
+import pytest
+
+from bundle import bundle_index, grader, reward, scoring_entry
+from bundle.scoring_errors import (BundleDataError, CallArgumentsError, DatabaseUnavailableError, GoldQueryError,
+                                   RowResolutionError, ScoringInfrastructureError, StaleBundleError)
+from harness.bundle_data import IndexRow
+
+from conftest import stage_bundle
+
+GOLD = "SELECT count(*) FROM Owner"
+SHARED_GOLD = "SELECT count(*) FROM Customers"  # stored under music_shop and bakery in the sample
+BAKERY_PROMPT = ("You answer questions about a database with one SQLite query.\n"
+                 "Reply with the query and nothing else.\n"
+                 "Product(product_id, name, category, price)\nCustomers(customer_id, name, town)\n"
+                 "Orders(order_id, customer_id, product_id, quantity, order_day)")
+
+
+def test_verl_keywords(bundle_env):
+    assert reward.compute_score(data_source="spider", solution_str=GOLD, ground_truth=GOLD, extra_info={}) == 1.0
+    assert reward.compute_score("spider", "SELECT count(*) FROM Pet", GOLD, None) == 0.0
+
+
+def test_envelope_keywords(bundle_env):
+    assert grader.compute_score(input="How many owners?", output=f"```sql\n{GOLD}\n```", expected=GOLD) == 1.0
+    assert grader.compute_score(input="How many owners?", output="no idea", expected=GOLD) == 0.0
+
+
+def test_chat_message_shapes(bundle_env):
+    completion = [{"role": "assistant", "content": GOLD}]
+    expected = [{"role": "system", "content": "..."}, {"role": "user", "content": "q"},
+                {"role": "assistant", "content": GOLD}]
+    assert grader.compute_score(output=completion, expected=expected) == 1.0
+    assert reward.compute_score(solution_str=GOLD, ground_truth={"ground_truth": GOLD, "db_id": "pets_club"}) == 1.0
+
+
+def test_scores_are_floats_in_range(bundle_env):
+    for completion in (GOLD, "SELECT 1", "", "DROP TABLE Owner"):
+        score = reward.compute_score(solution_str=completion, ground_truth=GOLD)
+        assert type(score) is float and score in (0.0, 1.0)
+
+
+def test_grade_explains(bundle_env):
+    graded = grader.grade(output="Answer: SELECT name FROM Owner", expected=GOLD)
+    assert graded == {"score": 0.0, "outcome": "mismatch", "explanation": "gold has 1 rows, prediction 6",
+                      "sql": "SELECT name FROM Owner"}
+
+
+def test_trl_batch(bundle_env):
+    scores = reward.trl_reward(
+        completions=[[{"role": "assistant", "content": GOLD}], "SELECT 1", "x"],
+        prompts=["p1", "p2", "p3"],
+        ground_truth=[GOLD, GOLD, None],
+        completion_ids=[[1], [2], [3]],
+    )
+    assert scores == [1.0, 0.0, None]
+
+
+def test_trl_reads_gold_from_messages_column(bundle_env):
+    messages = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": GOLD}]]
+    assert reward.trl_reward([GOLD], messages=messages) == [1.0]
+
+
+def test_missing_arguments_are_typed_errors(bundle_env):
+    with pytest.raises(CallArgumentsError, match="no completion"):
+        reward.compute_score(ground_truth=GOLD)
+    with pytest.raises(CallArgumentsError, match="no gold"):
+        reward.compute_score(solution_str=GOLD)
+
+
+def test_stale_gold_is_rejected(bundle_env):
+    with pytest.raises(StaleBundleError, match="different prepare runs"):
+        reward.compute_score(solution_str=GOLD, ground_truth="SELECT count(*) FROM Owner WHERE age > 3")
+
+
+def test_gold_matched_whitespace_insensitively(bundle_env):
+    assert reward.compute_score(solution_str=GOLD, ground_truth="SELECT  count(*)\nFROM Owner ;") == 1.0
+
+
+def test_db_id_hint_must_hold_the_gold(bundle_env):
+    assert reward.compute_score(solution_str=GOLD, ground_truth=GOLD, extra_info={"db_id": "pets_club"}) == 1.0
+    with pytest.raises(StaleBundleError, match="library"):
+        reward.compute_score(solution_str=GOLD, ground_truth=GOLD, extra_info={"db_id": "library"})
+    with pytest.raises(StaleBundleError, match="not in this bundle"):
+        reward.compute_score(solution_str=GOLD, ground_truth=GOLD, extra_info={"db_id": "no_such_db"})
+
+
+def test_shared_gold_needs_a_hint(bundle_env):
+    with pytest.raises(RowResolutionError, match="music_shop, bakery"):
+        grader.compute_score(output="SELECT 4", expected=SHARED_GOLD)
+
+
+def test_shared_gold_resolved_by_the_prompt_schema(bundle_env):
+    # bakery has 4 customers, music_shop 3: the prompt decides which one is scored.
+    assert grader.compute_score(input=BAKERY_PROMPT, output="SELECT 4", expected=SHARED_GOLD) == 1.0
+    assert grader.compute_score(input=BAKERY_PROMPT, output="SELECT 3", expected=SHARED_GOLD) == 0.0
+    messages = [{"role": "system", "content": BAKERY_PROMPT}, {"role": "user", "content": "How many?"}]
+    assert reward.compute_score(solution_str="SELECT 4", ground_truth=SHARED_GOLD,
+                                extra_info={"prompt": messages}) == 1.0
+
+
+def test_shared_gold_resolved_by_db_id(bundle_env):
+    assert reward.compute_score(solution_str="SELECT 3", ground_truth=SHARED_GOLD,
+                                extra_info={"db_id": "music_shop"}) == 1.0
+
+
+def test_row_id_hint(bundle_env):
+    index = json.loads((bundle_env / "data" / "index.json").read_text())
+    row = next(r for r in index["rows"] if r["gold"] == SHARED_GOLD and r["db_id"] == "bakery")
+    assert reward.compute_score(solution_str="SELECT 4", ground_truth=SHARED_GOLD,
+                                extra_info={"row_id": row["id"]}) == 1.0
+
+
+def test_empty_gold_is_reported(bundle_env):
+    call = scoring_entry.read_call({"output": "SELECT name FROM Pet WHERE 0", "expected":
+                                    "SELECT name FROM Pet WHERE weight > 100"})
+    verdict = scoring_entry.score_call(call)
+    assert verdict.gold_empty and verdict.outcome == "match"
+
+
+def test_gold_results_come_from_the_index(bundle_env):
+    verdict = scoring_entry.score_call(scoring_entry.read_call({"output": GOLD, "expected": GOLD}))
+    assert verdict.gold_cached and verdict.gold_s == 0.0
+
+
+@pytest.fixture
+def private_bundle(tmp_path, fixture_dbs, monkeypatch):
+    """A bundle this test may damage; gold results not precomputed."""
+    rows = [IndexRow("train-00000", "train", "pets_club", GOLD),
+            IndexRow("train-00001", "train", "pets_club", "SELECT nope FROM Owner"),
+            IndexRow("train-00002", "train", "library", "SELECT count(*) FROM Book")]
+    root = tmp_path / "bundle_copy"
+    stage_bundle(root, fixture_dbs, precompute=False, rows=rows)
+    monkeypatch.setenv("TRAINER_BUNDLE_ROOT", str(root))
+    return root
+
+
+def test_gold_computed_once_per_process_without_stored_results(private_bundle):
+    first = scoring_entry.score_call(scoring_entry.read_call({"output": GOLD, "expected": GOLD}))
+    second = scoring_entry.score_call(scoring_entry.read_call({"output": "SELECT 1", "expected": GOLD}))
+    assert not first.gold_cached and second.gold_cached
+
+
+def test_failing_gold_raises(private_bundle):
+    with pytest.raises(GoldQueryError, match="no such column"):
+        reward.compute_score(solution_str="SELECT 1", ground_truth="SELECT nope FROM Owner")
+
+
+def test_missing_database_raises(private_bundle):
+    (private_bundle / "data" / "databases" / "library.sqlite").unlink()
+    with pytest.raises(DatabaseUnavailableError, match="library"):
+        reward.compute_score(solution_str="SELECT 1", ground_truth="SELECT count(*) FROM Book")
+
+
+def test_modified_database_raises(private_bundle):
+    path = private_bundle / "data" / "databases" / "library.sqlite"
+    path.write_bytes(path.read_bytes() + b"\0")
+    with pytest.raises(DatabaseUnavailableError, match="SHA-256"):
+        reward.compute_score(solution_str="SELECT 1", ground_truth="SELECT count(*) FROM Book")
+
+
+def test_infrastructure_errors_share_a_base(private_bundle):
+    (private_bundle / "data" / "databases" / "library.sqlite").unlink()
+    with pytest.raises(ScoringInfrastructureError) as raised:
+        reward.compute_score(solution_str="SELECT 1", ground_truth="SELECT count(*) FROM Book")
+    assert raised.value.exit_code == 5
+
+
+def test_no_data_folder_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINER_BUNDLE_ROOT", str(tmp_path))
+    with pytest.raises(BundleDataError, match="make bundle"):
+        bundle_index.find_root({"TRAINER_BUNDLE_ROOT": str(tmp_path)})
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "cannot read"),
+    ('{"format": "other"}', "not a spider-scoring-index"),
+    ('{"format": "spider-scoring-index", "version": 99}', "version 99"),
+])
+def test_bad_index_files(tmp_path, content, message):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "index.json").write_text(content)
+    with pytest.raises(BundleDataError, match=message):
+        bundle_index.load(str(tmp_path))
+
+
+def test_root_found_through_file_when_env_unset(sample_bundle, monkeypatch, tmp_path):
+    # Import the staged copy as a package with TRAINER_BUNDLE_ROOT unset: data is found next to the modules.
+    monkeypatch.delenv("TRAINER_BUNDLE_ROOT", raising=False)
+    parent = tmp_path / "pkgs"
+    shutil.copytree(sample_bundle, parent / "staged_copy")
+    monkeypatch.syspath_prepend(str(parent))
+    monkeypatch.chdir(tmp_path)  # never the working directory
+    module = importlib.import_module("staged_copy.reward")
+    try:
+        assert module.compute_score(solution_str=GOLD, ground_truth=GOLD) == 1.0
+    finally:
+        for name in [n for n in sys.modules if n.startswith("staged_copy")]:
+            del sys.modules[name]

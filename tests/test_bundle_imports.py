@@ -1,0 +1,76 @@
+"""The bundle is stdlib-only and self-contained: each module imports in a fresh interpreter with only the
+bundle's folder on the path, as a package and as standalone files (style.md #1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BUNDLE = Path(__file__).resolve().parent.parent / "bundle"
+MODULES = sorted(p.stem for p in BUNDLE.glob("*.py") if p.stem != "__init__")
+
+CHECK = r"""
+import importlib, sys
+stdlib = set(sys.stdlib_module_names)
+before = set(sys.modules)
+mode, name = sys.argv[1], sys.argv[2]
+importlib.import_module(name if mode == "standalone" else "bundle_pkg." + name)
+local = {"bundle_pkg"} | set(sys.argv[3].split(","))
+bad = sorted({m.split(".")[0] for m in set(sys.modules) - before} - stdlib - local)
+print(",".join(bad))
+"""
+
+
+def run_isolated(mode: str, module: str, tmp_path: Path) -> str:
+    pkg = tmp_path / "bundle_pkg"
+    if not pkg.exists():
+        pkg.mkdir()
+        for src in BUNDLE.glob("*.py"):
+            (pkg / src.name).write_bytes(src.read_bytes())
+    path = str(pkg) if mode == "standalone" else str(tmp_path)
+    env = {"PYTHONPATH": path, "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {path!r})\n" + CHECK,
+                           mode, module, ",".join(MODULES)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("module", MODULES)
+@pytest.mark.parametrize("mode", ["package", "standalone"])
+def test_imports_only_the_standard_library(module, mode, tmp_path):
+    assert run_isolated(mode, module, tmp_path) == ""
+
+
+def test_check_can_fail(tmp_path):
+    # The same check flags a module that imports a third-party package.
+    pkg = tmp_path / "bundle_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "leaky.py").write_text("import pytest\n")
+    env = {"PYTHONPATH": str(tmp_path) + ":" + str(Path(pytest.__file__).parent.parent)}
+    done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path[:0] = {env['PYTHONPATH'].split(':')!r}\n"
+                           + CHECK, "package", "leaky", "leaky"], capture_output=True, text=True, cwd=tmp_path)
+    assert "pytest" in done.stdout
+
+
+def test_nothing_imports_the_harness():
+    for path in BUNDLE.glob("*.py"):
+        text = path.read_text()
+        assert "harness" not in [line.split()[1].split(".")[0] for line in text.splitlines()
+                                 if line.startswith(("import ", "from "))], path
+
+
+def test_uses_only_python39_syntax():
+    # The trainer may run CPython 3.9: no match statements, no runtime X | Y unions, no 3.10+ stdlib calls.
+    import ast
+    for path in BUNDLE.glob("*.py"):
+        source = path.read_text()
+        tree = ast.parse(source, feature_version=(3, 9))
+        assert "from __future__ import annotations" in source or path.name == "__init__.py", path
+        for node in ast.walk(tree):
+            assert not isinstance(node, ast.Match), path
+            if isinstance(node, ast.keyword):
+                assert not (node.arg in {"slots", "kw_only"}), (path, node.arg)
