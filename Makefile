@@ -14,7 +14,7 @@ RL_ROWS ?= 600
 EVAL_ROWS ?= 300
 OUT ?= out
 
-.PHONY: help setup demo test test-fast bench clean docker-engine docker-base
+.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -35,6 +35,14 @@ test-fast: setup ## the suite without slow, docker and real-data tests
 
 bench: setup ## print the scorer's benchmark figures on real Spider dev pairs
 	$(PY) -m harness bench
+
+# Pipeline and submission (README "Pipeline and submission"). PIPELINE_ARGS / SUBMIT_ARGS pass
+# extra options (e.g. PIPELINE_ARGS="--rl-max-steps 80"); DRY_RUN=1 prints the commands only.
+pipeline: setup ## write $(OUT)/pipeline.json (base -> SFT -> GRPO, each scored) and validate it against $(OUT)/data
+	$(HARNESS) pipeline --out $(OUT) $(PIPELINE_ARGS)
+
+submit: setup ## verify the bundle, register data + bundle, start $(OUT)/pipeline.json on the trainer and wait (DRY_RUN=1: print only)
+	$(HARNESS) submit --out $(OUT) $(if $(DRY_RUN),--dry-run) $(if $(NEW_PIPELINE),--new-pipeline) $(SUBMIT_ARGS)
 
 docker-engine: ## install (if needed) and start a local Docker engine (root)
 	bash docker/start-engine.sh
