@@ -57,7 +57,9 @@ class ApiServer:
         self._lock = threading.Lock()
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll interval: shutdown() waits up to one interval, and tests stop many servers.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
 
     @classmethod
     def from_pages(cls, files: dict[str, Path], **kw: str) -> "ApiServer":
