@@ -1,0 +1,187 @@
+"""Mechanically mutated golds: near-misses a scorer must score 0.0 when they return different rows.
+
+Three kinds of edit, each applied at its first site in the query (so a gold gives at most four):
+
+* ``number``: the first numeric literal plus one (``LIMIT 1`` -> ``LIMIT 2``, ``age > 40`` -> ``age > 41``);
+* ``text``: the first string literal with a character appended (``'dog'`` -> ``'dog#'``);
+* ``where``: a WHERE clause loses its last AND-condition, or the whole clause when it has one;
+* ``aggregate``: the first ``max``/``min``/``sum``/``avg`` swapped (max<->min, sum<->avg).
+
+A mutation is only kept as a test case when SQLite says it returns other rows than the gold
+(``differing_mutations``): two results count as the same when, after rounding numbers to 12
+significant digits and ignoring row and column order, they hold the same bag of rows. That
+comparison is more lenient than the scorer's, so a kept mutation must score 0.0.
+
+Standard library only: it runs inside the trainer container during verification.
+
+>>> [m.sql for m in mutations("SELECT name FROM pet WHERE age > 3 AND kind = 'dog'")]
+["SELECT name FROM pet WHERE age > 4 AND kind = 'dog'", "SELECT name FROM pet WHERE age > 3 AND kind = 'dog#'", 'SELECT name FROM pet WHERE age > 3']
+>>> [m.sql for m in mutations("SELECT max(T1.a) FROM t AS T1")]
+['SELECT min(T1.a) FROM t AS T1']
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+# One token a match: comment, string, quoted name, number, word, or any other single character.
+_TOKEN = re.compile(r"""
+    (?P<comment>--[^\n]*|/\*.*?(?:\*/|$))
+  | (?P<string>'(?:[^']|'')*')
+  | (?P<quoted>"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\])
+  | (?P<number>(?<![\w.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?(?![\w.]))
+  | (?P<word>[A-Za-z_][\w$]*)
+  | (?P<space>\s+)
+  | (?P<other>.)
+""", re.VERBOSE | re.DOTALL)
+_CLAUSE_END = {"GROUP", "ORDER", "LIMIT", "HAVING", "UNION", "INTERSECT", "EXCEPT", "WINDOW"}
+_SWAP = {"max": "min", "min": "max", "sum": "avg", "avg": "sum"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    kind: str  # number, text, where, aggregate
+    sql: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tok:
+    kind: str
+    text: str
+    depth: int  # parenthesis depth before this token
+
+
+def tokens(sql: str) -> list[_Tok]:
+    out, depth = [], 0
+    for match in _TOKEN.finditer(sql):
+        kind, text = match.lastgroup or "other", match.group()
+        if text == ")":
+            depth = max(depth - 1, 0)
+        out.append(_Tok(kind, text, depth))
+        if text == "(":
+            depth += 1
+    return out
+
+
+def _join(toks: list[_Tok]) -> str:
+    return "".join(t.text for t in toks)
+
+
+def _replace(toks: list[_Tok], i: int, text: str) -> str:
+    return _join(toks[:i]) + text + _join(toks[i + 1:])
+
+
+def _next_code(toks: list[_Tok], i: int) -> int | None:
+    """Index of the next token after ``i`` that is not space or comment."""
+    for j in range(i + 1, len(toks)):
+        if toks[j].kind not in ("space", "comment"):
+            return j
+    return None
+
+
+def _drop_where(toks: list[_Tok]) -> str | None:
+    """The query without the last AND-condition of its first WHERE (or without the WHERE)."""
+    start = next((i for i, t in enumerate(toks) if t.kind == "word" and t.text.upper() == "WHERE"), None)
+    if start is None:
+        return None
+    depth, end, ands, between = toks[start].depth, len(toks), [], False
+    for j in range(start + 1, len(toks)):
+        t = toks[j]
+        if t.depth < depth:  # the ")" closing the subquery this WHERE is in
+            end = j
+            break
+        if t.depth == depth and t.kind == "word":
+            word = t.text.upper()
+            if word in _CLAUSE_END:
+                end = j
+                break
+            if word == "BETWEEN":
+                between = True  # its AND belongs to it, not to the condition list
+            elif word == "AND" and between:
+                between = False
+            elif word == "AND":
+                ands.append(j)
+    cut = ands[-1] if ands else start
+    tail = toks[end:]
+    kept = _join(toks[:cut]).rstrip()
+    return kept + (" " + _join(tail).lstrip() if tail else "")
+
+
+def mutations(gold: str) -> list[Mutation]:
+    """The mutated queries of a gold, at most one per kind, none equal to the gold."""
+    toks = tokens(gold)
+    out = []
+    number = next((i for i, t in enumerate(toks) if t.kind == "number"), None)
+    if number is not None:
+        text = toks[number].text
+        bumped = str(int(text) + 1) if text.isdigit() else repr(float(text) + 1.0)
+        out.append(Mutation("number", _replace(toks, number, bumped)))
+    string = next((i for i, t in enumerate(toks) if t.kind == "string"), None)
+    if string is not None:
+        out.append(Mutation("text", _replace(toks, string, toks[string].text[:-1] + "#'")))
+    dropped = _drop_where(toks)
+    if dropped is not None:
+        out.append(Mutation("where", dropped))
+    for i, t in enumerate(toks):
+        nxt = _next_code(toks, i)
+        if t.kind == "word" and t.text.lower() in _SWAP and nxt is not None and toks[nxt].text == "(":
+            swapped = _SWAP[t.text.lower()]
+            out.append(Mutation("aggregate", _replace(toks, i, swapped.upper() if t.text.isupper() else swapped)))
+            break
+    return [m for m in out if m.sql.strip() != gold.strip()]
+
+
+class QueryUnusable(Exception):
+    """The query failed, ran too long or returned too many rows: it says nothing about difference."""
+
+
+def _value_key(value: object) -> tuple:
+    if value is None:
+        return (0, "")
+    if isinstance(value, (int, float)):
+        return (1, f"{float(value):.12g}")
+    if isinstance(value, bytes):
+        return (3, value.hex())
+    return (2, str(value))
+
+
+def result_bag(database: str | Path, sql: str, timeout_s: float = 2.0, max_rows: int = 20_000) -> collections.Counter:
+    """The query's rows as a bag of order-free rows (values sorted within each row), read-only.
+
+    Raises QueryUnusable on an error, the deadline or more than ``max_rows`` rows.
+    """
+    uri = "file:" + str(Path(database).resolve()) + "?mode=ro&immutable=1"
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    deadline = time.monotonic() + timeout_s
+    conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
+    try:
+        cursor = conn.execute(sql)
+        rows = cursor.fetchmany(max_rows + 1)
+    except (sqlite3.Error, OverflowError, ValueError) as exc:
+        raise QueryUnusable(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        conn.close()
+    if len(rows) > max_rows:
+        raise QueryUnusable(f"more than {max_rows} rows")
+    return collections.Counter(tuple(sorted(_value_key(v) for v in row)) for row in rows)
+
+
+def differing_mutations(gold: str, database: str | Path, timeout_s: float = 2.0) -> list[Mutation]:
+    """The mutations of ``gold`` that run and return rows different from the gold's on ``database``."""
+    try:
+        original = result_bag(database, gold, timeout_s)
+    except QueryUnusable:
+        return []
+    kept = []
+    for mutation in mutations(gold):
+        try:
+            if result_bag(database, mutation.sql, timeout_s) != original:
+                kept.append(mutation)
+        except QueryUnusable:
+            continue
+    return kept
