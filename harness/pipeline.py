@@ -156,12 +156,14 @@ def _check_stage_names(stage: dict, label: str, names: Names) -> list[str]:
             problems.append(f"{label}: model {model!r} is neither the base model "
                             f"{names.base_model!r} nor an @stage")
         return problems
-    config = stage.get("config") if isinstance(stage.get("config"), dict) else {}
+    config: dict = stage["config"] if isinstance(stage.get("config"), dict) else {}
     train_sets = {names.datasets["train"], names.datasets["rl"]}
     if config.get("dataset") not in train_sets:
         problems.append(f"{label}: config.dataset {config.get('dataset')!r} is not one of the "
                         f"datasets submit registers ({', '.join(sorted(train_sets))})")
-    for i, term in enumerate((config.get("reward") or {}).get("terms") or []):
+    reward = config.get("reward")
+    terms = reward.get("terms") if isinstance(reward, dict) else None
+    for i, term in enumerate(terms if isinstance(terms, list) else []):
         if isinstance(term, dict) and term.get("kind") == "rule" and (
                 term.get("bundle") != names.bundle or term.get("module") != REWARD_MODULE):
             problems.append(f"{label}: reward term {i} names bundle {term.get('bundle')!r} module "
@@ -290,11 +292,19 @@ def check_data(doc: dict, data_dir: Path, names: Names) -> tuple[list[str], list
             problems.append(f"{data_dir / SPLIT_FILES[split]} has no rows; regenerate the splits")
     for stage in doc["stages"]:
         config = stage.get("config") if stage.get("type") == "train" else None
-        split = split_of.get(config.get("dataset")) if isinstance(config, dict) else None
-        if split is None or not cache[split]:
+        if not isinstance(config, dict):
             continue
-        check = _check_grpo if config.get("method") == "grpo" else _check_sft
-        check(stage, cache[split], SPLIT_FILES[split], notes, problems)
+        used = split_of.get(str(config.get("dataset")))
+        if used is None or not cache[used]:
+            continue
+        grpo = config.get("method") == "grpo"
+        keys = ("maxSeqLength",) + (("maxSteps", "promptsPerStep", "maxCompletionLength") if grpo else ())
+        bad = [k for k in keys if type(config.get(k)) is not int or config[k] < 0]
+        if bad:  # a hand-edited file: say so rather than fail on arithmetic
+            problems.append(f"{stage['name']}: config {', '.join(bad)} must be whole numbers >= 0")
+            continue
+        check = _check_grpo if grpo else _check_sft
+        check(stage, cache[used], SPLIT_FILES[used], notes, problems)
     return notes, problems
 
 

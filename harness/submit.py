@@ -28,8 +28,8 @@ from harness import names as N
 from harness import pipeline
 from harness.bundle_data import atomic_write_bytes, sha256_file
 from harness.errors import InputError, SubmitError
-from harness.submit_process import (Result, Runner, Verifier, command_verifier, default_verify_argv,
-                                     run_process)
+from harness.submit_process import (Result, Runner, Verifier, command_verifier, run_process,
+                                     verification)
 
 # A failed step whose output matches this is reported as "not logged in", not as a step failure.
 AUTH_PATTERN = re.compile(r"not logged in|log ?in first|unauthori[sz]ed|unauthenticated|"
@@ -204,8 +204,9 @@ def parse_pipeline_id(stdout: str) -> str | None:
 
 
 def fingerprint(inputs: Inputs) -> dict[str, str]:
-    """SHA-256 of every file sent: the same fingerprint means the same submission."""
-    return {str(path): sha256_file(path) for path in inputs.all_files()}
+    """SHA-256 of every file sent, by role (not path: `out` and `./out` are the same submission)."""
+    roles = ["pipeline", "bundle", *N.SPLIT_FILES]
+    return {role: sha256_file(path) for role, path in zip(roles, inputs.all_files())}
 
 
 def report_bundle_hash(output: str, zip_path: Path, say: Callable[[str], None]) -> None:
@@ -329,11 +330,11 @@ def submit(opts: Options, runner: Runner, verifier: Verifier | None,
     return pipeline_id
 
 
-def dry_run(opts: Options, verify_argv: list[str] | None, say: Callable[[str], None] = print) -> None:
+def dry_run(opts: Options, verify_line: str, say: Callable[[str], None] = print) -> None:
     """Print what `submit` would run, in order, then check the inputs; run and send nothing."""
     show = Session(opts.cli, runner=run_process, say=say).command
     get, create, set_eval = workload_steps(opts.names)
-    lines = [shlex.join(verify_argv) if verify_argv else "(pre-push verification skipped)"]
+    lines = [verify_line]
     lines += [shlex.join(show(s)) for s in registration_steps(opts.names, opts.inputs)]
     lines += [f"{shlex.join(show(get))} || {shlex.join(show(create))}", shlex.join(show(set_eval))]
     lines += [shlex.join(show(start_step(opts.inputs))) + "    # skipped when "
@@ -377,22 +378,19 @@ def run(args: argparse.Namespace) -> int:
     opts = Options(names=pipeline.names_from_args(args), inputs=inputs, cli=args.cli,
                    step_timeout_s=args.step_timeout, wait_timeout_s=args.wait_timeout,
                    new_pipeline=args.new_pipeline, lenient_lengths=args.lenient_lengths)
-    if args.skip_verify:
-        verify_argv = None
-    elif args.verify_cmd:
-        verify_argv = shlex.split(args.verify_cmd)
-    else:
-        verify_argv = default_verify_argv(inputs.zip_path, inputs.out, inputs.data_dir)
-        if verify_argv is None:
-            raise SubmitError("this checkout has no `verify` command, so the bundle cannot be "
-                              "verified before the push; nothing was submitted. Pass "
-                              "--verify-cmd CMD, or --skip-verify to submit unverified")
+    verify_argv, stop = verification(args.skip_verify, args.verify_cmd, inputs.zip_path,
+                                     inputs.out, inputs.data_dir)
     if args.dry_run:
-        dry_run(opts, verify_argv)
+        dry_run(opts, "(no `verify` command: submit stops here)" if stop else
+                shlex.join(verify_argv) if verify_argv else "(verification skipped: --skip-verify)")
+    if stop:
+        raise SubmitError(stop)
+    if args.dry_run:
         return 0
-    verifier = (command_verifier(verify_argv, args.verify_timeout, run_process, print)
-                if verify_argv else None)
-    if verifier is None:
+    if verify_argv is None:
         print("warning: --skip-verify: the bundle is pushed without the pre-push verification")
+        verifier = None
+    else:
+        verifier = command_verifier(verify_argv, args.verify_timeout, run_process, print)
     submit(opts, run_process, verifier)
     return 0

@@ -133,3 +133,18 @@ def command_verifier(argv: list[str], timeout_s: float, runner: Runner,
                                      "verify` runs it alone), then re-run `make submit`")
         say("    verification passed")
     return verify
+
+
+def verification(skip: bool, command: str | None, zip_path: Path, out: Path,
+                 data_dir: Path) -> tuple[list[str] | None, str | None]:
+    """(the verification argv, or None when skipped; why submit must stop, or None)."""
+    if skip:
+        return None, None
+    if command:
+        return shlex.split(command), None
+    argv = default_verify_argv(zip_path, out, data_dir)
+    if argv is None:
+        return None, ("this checkout has no `verify` command, so the bundle cannot be verified "
+                      "before the push; nothing was submitted. Pass --verify-cmd CMD, or "
+                      "--skip-verify to submit unverified")
+    return argv, None

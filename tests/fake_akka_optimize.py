@@ -42,7 +42,8 @@ class Refused(Exception):
 
 
 def parse(argv: list[str]) -> tuple[list[str], dict[str, object]]:
-    words, flags = [], {}
+    words: list[str] = []
+    flags: dict[str, object] = {}
     i = 0
     while i < len(argv):
         arg = argv[i]

@@ -216,3 +216,12 @@ def test_cli_check_validates_an_edited_file(data, capsys):
     (out / "broken.json").write_text("{")
     assert cli.main(["pipeline", "--check", str(out / "broken.json"), "--skip-data-checks"]) == 3
     assert "is not valid JSON" in capsys.readouterr().err
+
+
+def test_hand_edited_numbers_of_the_wrong_type_are_named_not_crashed_on(data):
+    doc = build_pipeline(PipelineParams())
+    stage(doc, "rl")["config"]["maxSteps"] = "40"
+    stage(doc, "sft")["config"]["maxSeqLength"] = 76.8
+    _, problems = check_data(doc, data, DEFAULT_NAMES)
+    assert "rl: config maxSteps must be whole numbers >= 0" in problems
+    assert "sft: config maxSeqLength must be whole numbers >= 0" in problems

@@ -17,7 +17,7 @@ import pytest
 
 from harness import cli, names, pipeline, submit
 from harness.errors import SubmitError
-from harness.submit_process import Result, default_verify_argv
+from harness.submit_process import Result, default_verify_argv, verification
 
 FAKE = Path(__file__).with_name("fake_akka_optimize.py")
 BASE = "Qwen/Qwen2.5-0.5B-Instruct"
@@ -236,10 +236,12 @@ def test_a_hanging_step_is_stopped_at_its_time_limit(fake_cli, work, capsys, mon
 
 
 def test_no_verify_command_means_no_submission(fake_cli, work, capsys):
-    if "verify" in cli.COMMANDS:
-        pytest.skip("this checkout has a verify command; the refusal path needs one without it")
-    code = cli.main(["submit", "--out", str(work["out"]), "--zip", str(work["zip"])])
-    assert code == SubmitError.exit_code
+    argv, stop = verification(False, None, work["zip"], work["out"], work["out"] / "data")
+    if "verify" in cli.COMMANDS:  # the default then runs this checkout's verify command
+        assert argv[:4] == [sys.executable, "-m", "harness", "verify"] and stop is None
+        return
+    assert argv is None and "no `verify` command" in stop
+    assert cli.main(["submit", "--out", str(work["out"]), "--zip", str(work["zip"])]) == SubmitError.exit_code
     assert "no `verify` command" in capsys.readouterr().err
     assert calls(fake_cli) == []
 
@@ -280,3 +282,13 @@ def test_fake_cli_behaves_like_the_documented_one(fake_cli, tmp_path):
     assert run("training", "pipelines", "wait", "nope").returncode != 0
     assert run("training", "bundles", "push", "x.zip", "--name", "b", "--url", "u").returncode == 2
     assert "unknown command" in run("registry", "bundles", "register").stderr
+
+
+def test_a_wait_past_its_limit_is_stopped_and_a_rerun_follows_the_same_pipeline(fake_cli, work, capsys,
+                                                                               monkeypatch):
+    monkeypatch.setenv("FAKE_AKKA_HANG", "training pipelines wait")
+    assert run_submit(work, "--wait-timeout", "1") == SubmitError.exit_code
+    assert "did not finish within 1 s" in capsys.readouterr().err
+    monkeypatch.delenv("FAKE_AKKA_HANG")
+    assert run_submit(work) == 0
+    assert len(fake_state(fake_cli)["pipelines"]) == 1  # the re-run waited on the recorded one
