@@ -23,12 +23,13 @@ import collections
 import dataclasses
 import sqlite3
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from bundle import sql_guard
 from bundle import verify as bundle_verify
 from bundle.bundle_index import normalize_gold
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+from bundle.sql_compare import ResultShape
 from harness.bundle_data import schema_lines
 from harness.errors import InputError
 
@@ -118,8 +119,10 @@ class Catalog:
 class GoldChecker:
     """Runs each (database, gold) once with the scorer's limits: "ok", "empty" or "fails"."""
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, limits: Limits = DEFAULT_LIMITS,
+                 run: Callable[[str, str, Limits], ResultShape] = bundle_verify.gold_shape) -> None:
         self.limits = limits
+        self.run = run  # (gold, database path, limits) -> ResultShape; injectable for tests
         self._status: dict[tuple[str, str], str] = {}
         self.failures: dict[tuple[str, str], str] = {}  # (db_id, gold) -> why, for the summary
 
@@ -128,7 +131,7 @@ class GoldChecker:
         status = self._status.get(key)
         if status is None:
             try:
-                shape = bundle_verify.gold_shape(gold, str(database.path), self.limits)
+                shape = self.run(gold, str(database.path), self.limits)
                 status = "ok" if shape.rows else "empty"
             except sql_guard.QueryFailed as failed:
                 if failed.kind == sql_guard.INFRASTRUCTURE:

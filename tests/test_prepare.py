@@ -1,0 +1,302 @@
+"""`prepare` end to end on the embedded sample: outputs, index, staged bundle, flags, errors, determinism."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api_server import ApiServer
+from bundle.bundle_index import normalize_gold
+from bundle import verify as bundle_verify
+from conftest import BUNDLE_SRC, FIXTURES, ROOT, run_prepare
+from harness import prepare
+from harness.bundle_data import build_sqlite
+
+SPLITS = ("train", "rl", "eval")
+INSTRUCTION_LINES = ["You answer questions about a database with one SQLite query.",
+                     "Reply with the query and nothing else."]
+SHARED_GOLD = "SELECT count(*) FROM Customers"  # music_shop (train) and bakery (validation)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def load(out: Path) -> tuple[dict[str, list[dict]], dict, dict]:
+    """(rows per split, index, summary) of a prepare output folder."""
+    rows = {name: read_jsonl(out / "data" / f"{name}.jsonl") for name in SPLITS}
+    index = json.loads((out / "bundle" / "data" / "index.json").read_text(encoding="utf-8"))
+    summary = json.loads((out / "prepare-summary.json").read_text(encoding="utf-8"))
+    return rows, index, summary
+
+
+def output_files(out: Path) -> dict[str, bytes]:
+    """Every file prepare writes that must be deterministic, by relative path."""
+    paths = [out / "data" / f"{name}.jsonl" for name in SPLITS]
+    paths += [out / "bundle" / "data" / "index.json", *sorted((out / "bundle" / "data" / "databases").iterdir())]
+    return {str(p.relative_to(out)): p.read_bytes() for p in paths}
+
+
+def test_row_counts_agree_everywhere(prepared_sample):
+    rows, index, summary = load(prepared_sample)
+    assert {name: len(rows[name]) for name in SPLITS} == summary["rows"] == {"train": 28, "rl": 17, "eval": 20}
+    assert len(index["rows"]) == sum(summary["rows"].values())
+    read = summary["rows_read"]
+    skipped = {source: sum(counts.values()) for source, counts in summary["skips"].items()}
+    assert read["train"] == summary["rows"]["train"] + summary["rows"]["rl"] + skipped.get("train", 0)
+    assert read["validation"] == summary["rows"]["eval"] + skipped.get("validation", 0)
+
+
+def test_rows_are_chat_rows_stating_the_schema_verbatim(prepared_sample):
+    rows, index, _ = load(prepared_sample)
+    schema = {db_id: entry["schema"] for db_id, entry in index["databases"].items()}
+    for entry, row in zip(index["rows"], [r for name in SPLITS for r in rows[name]]):
+        system, user, assistant = row["messages"]
+        assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+        lines = system["content"].split("\n")
+        assert lines[:2] == INSTRUCTION_LINES
+        assert lines[2:] == schema[entry["db_id"]], entry["id"]
+        assert assistant["content"] == entry["gold"] and user["content"].strip()
+
+
+def test_schema_lines_come_from_the_database_file(prepared_sample):
+    """The index's schema (what prompts state) is read from the staged file, table by table."""
+    _, index, _ = load(prepared_sample)
+    pets = index["databases"]["pets_club"]["schema"]
+    assert pets == ["Owner(owner_id, name, city, age)",
+                    "Pet(pet_id, owner_id, name, species, weight, birth_year)"]
+
+
+def test_index_ids_follow_split_and_line(prepared_sample):
+    _, index, _ = load(prepared_sample)
+    expected = [f"{name}-{i:05d}" for name in SPLITS for i in range(len(read_jsonl(
+        prepared_sample / "data" / f"{name}.jsonl")))]
+    assert [r["id"] for r in index["rows"]] == expected
+    assert {r["split"] for r in index["rows"]} == set(SPLITS)
+
+
+def test_only_the_used_databases_are_staged(prepared_sample):
+    _, index, summary = load(prepared_sample)
+    used = {r["db_id"] for r in index["rows"]}
+    staged = {p.stem for p in (prepared_sample / "bundle" / "data" / "databases").iterdir()}
+    assert staged == used == set(index["databases"])
+    for db_id, entry in index["databases"].items():
+        data = (prepared_sample / "bundle" / "data" / entry["file"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"] and len(data) == entry["bytes"]
+    assert summary["databases"]["count"] == len(used)
+    assert summary["databases"]["bytes"] == sum(e["bytes"] for e in index["databases"].values())
+
+
+def test_the_bundle_modules_are_staged_unchanged(prepared_sample):
+    staged = {p.name: p.read_bytes() for p in (prepared_sample / "bundle").glob("*.py")}
+    assert staged == {p.name: p.read_bytes() for p in BUNDLE_SRC.glob("*.py")}
+
+
+def test_eval_databases_are_unseen_in_training(prepared_sample):
+    rows, index, summary = load(prepared_sample)
+    by_split: dict[str, set[str]] = {}
+    for row in index["rows"]:
+        by_split.setdefault(row["split"], set()).add(row["db_id"])
+    assert by_split["eval"] and not by_split["eval"] & (by_split["train"] | by_split["rl"])
+    assert summary["databases"]["eval"] == ["school_sports", "bakery"]  # the validation order
+
+
+def test_a_gold_shared_across_databases_is_left_out_everywhere(prepared_sample):
+    _, index, summary = load(prepared_sample)
+    assert SHARED_GOLD not in {normalize_gold(r["gold"]) for r in index["rows"]}
+    assert summary["shared_golds"] == [SHARED_GOLD]
+    assert summary["skips"]["train"]["gold shared with another database"] == 1
+    assert summary["skips"]["validation"]["gold shared with another database"] == 2
+    homes: dict[str, set[str]] = {}
+    for row in index["rows"]:
+        homes.setdefault(normalize_gold(row["gold"]), set()).add(row["db_id"])
+    assert all(len(dbs) == 1 for dbs in homes.values())
+
+
+def gold_is_empty(out: Path, db_id: str, gold: str) -> bool:
+    shape = bundle_verify.gold_shape(gold, str(out / "bundle" / "data" / "databases" / f"{db_id}.sqlite"))
+    return not shape.rows
+
+
+def test_empty_golds_are_kept_out_of_rl_only(prepared_sample):
+    _, index, summary = load(prepared_sample)
+    empty = {split: [r["id"] for r in index["rows"] if r["split"] == split
+                     and gold_is_empty(prepared_sample, r["db_id"], r["gold"])] for split in SPLITS}
+    assert empty["rl"] == []
+    assert empty["train"] and empty["eval"], "train and eval keep rows whose gold returns nothing"
+    assert summary["skips"]["train"]["gold returns no rows (kept out of rl)"] == 2
+
+
+def test_every_row_scores_1_from_the_staged_bundle_alone(prepared_sample, tmp_path):
+    """The staged folder imported as the trainer does (a fresh interpreter, no repository on the path)."""
+    script = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(prepared_sample)!r})\n"
+        "from bundle import reward\n"
+        "import bundle\n"
+        f"assert bundle.__file__.startswith({str(prepared_sample)!r}), bundle.__file__\n"
+        f"rows = json.load(open({str(prepared_sample / 'bundle' / 'data' / 'index.json')!r}))['rows']\n"
+        "bad = [r['id'] for r in rows if reward.compute_score(solution_str=r['gold'], ground_truth=r['gold']) != 1.0]\n"
+        "print(json.dumps({'rows': len(rows), 'bad': bad}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["rows"] == 65 and result["bad"] == []
+
+
+def test_two_runs_are_byte_identical(prepared_sample, tmp_path):
+    run_prepare(tmp_path, "--sample")
+    assert output_files(tmp_path) == output_files(prepared_sample)
+
+
+def test_the_api_path_gives_the_same_bytes_as_the_sample_files(prepared_sample, fixture_dbs, tmp_path):
+    """The sample served over HTTP (paged, cached) and read from --databases: same splits and index."""
+    pages = {split: FIXTURES / "sample" / f"rows-{split}.json" for split in ("train", "validation")}
+    with ApiServer.from_pages(pages) as api:
+        run_prepare(tmp_path / "out", "--databases", str(next(iter(fixture_dbs.values())).parent.parent),
+                    "--api-url", api.url, "--cache-dir", str(tmp_path / "cache"), "--request-interval", "0",
+                    "--rows", "28", "--rl-rows", "17", "--eval-rows", "20")
+        assert len(api.requests) == 2
+    assert output_files(tmp_path / "out") == output_files(prepared_sample)
+
+
+def test_keep_shared_golds(tmp_path):
+    summary = run_prepare(tmp_path, "--sample", "--keep-shared-golds", "--rl-rows", "18", "--eval-rows", "22")
+    _, index, _ = load(tmp_path)
+    homes = {r["db_id"] for r in index["rows"] if normalize_gold(r["gold"]) == SHARED_GOLD}
+    assert homes == {"music_shop", "bakery"}
+    assert summary["shared_golds"] == [SHARED_GOLD] and summary["rows"]["eval"] == 22
+    assert "gold shared with another database" not in summary["skips_total"]
+
+
+def test_keep_empty_gold_lets_them_into_rl(tmp_path):
+    summary = run_prepare(tmp_path, "--sample", "--keep-empty-gold", "--rl-rows", "19")
+    _, index, _ = load(tmp_path)
+    rl = [r for r in index["rows"] if r["split"] == "rl"]
+    assert len(rl) == 19 and sum(gold_is_empty(tmp_path, r["db_id"], r["gold"]) for r in rl) == 2
+    assert "gold returns no rows (kept out of rl)" not in summary["skips_total"]
+
+
+def test_a_schema_limit_skips_whole_databases(tmp_path):
+    # Schemas of the sample: pets_club 89 and weather 86 characters, the others 119 to 158.
+    # Train rows come pets_club (13), library (13), weather (10), music_shop (12).
+    summary = run_prepare(tmp_path, "--sample", "--max-schema", "100", "--rows", "20", "--rl-rows", "0",
+                          "--eval-rows", "0")
+    _, index, _ = load(tmp_path)
+    assert summary["databases"]["skipped"]["schema too long"] == ["library"]
+    assert summary["skips_total"] == {"schema too long": 13}
+    assert set(index["databases"]) == {"pets_club", "weather"}
+    assert all(len("\n".join(e["schema"])) <= 100 for e in index["databases"].values())
+
+
+def test_a_short_source_is_a_warning(tmp_path):
+    summary = run_prepare(tmp_path, "--sample", "--rows", "40", "--rl-rows", "50", "--eval-rows", "30")
+    assert summary["rows"]["rl"] < 50 and summary["rows"]["eval"] == 20
+    assert any(w.startswith("rl: ") and "of 50 asked" in w for w in summary["warnings"])
+    assert any(w.startswith("eval: 20 rows of 30 asked") for w in summary["warnings"])
+
+
+def test_a_run_as_a_script_from_elsewhere(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "harness" / "prepare.py"), "--sample", "--rows", "3",
+                           "--rl-rows", "2", "--eval-rows", "2", "--out", str(tmp_path / "o")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "rows written: train 3, rl 2, eval 2" in done.stdout
+    assert len(read_jsonl(tmp_path / "o" / "data" / "eval.jsonl")) == 2
+
+
+ALLOWED_HARNESS = {"harness", "harness.prepare", "harness.prepare_summary", "harness.splits", "harness.fetch_rows",
+                   "harness.api_cache", "harness.prompts", "harness.bundle_data", "harness.errors"}
+
+
+def test_prepare_imports_only_the_standard_library_and_bundle():
+    # Only what importing prepare adds: the interpreter's start-up (site, .pth hooks) is not ours.
+    script = ("import sys, json; before = set(sys.modules); import harness.prepare; "
+              "print(json.dumps(sorted(set(sys.modules) - before)))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    modules = json.loads(done.stdout)
+    tops = {m.split(".")[0] for m in modules}
+    assert tops - set(sys.stdlib_module_names) - {"harness", "bundle"} == set()
+    assert {m for m in modules if m.split(".")[0] == "harness"} <= ALLOWED_HARNESS
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "give --databases"),
+    (["--sample", "--databases", "x"], "drop --databases"),
+    (["--databases", "/nonexistent/spider/database"], "is not a folder"),
+], ids=["no source", "two sources", "missing folder"])
+def test_bad_flags_are_clear_errors(argv, message, tmp_path, capsys):
+    assert prepare.main([*argv, "--out", str(tmp_path)]) == 3
+    assert message in capsys.readouterr().err
+
+
+def test_negative_sizes_are_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exited:
+        prepare.main(["--sample", "--rows", "-1"])
+    assert exited.value.code == 2 and "-1 is negative" in capsys.readouterr().err
+
+
+def serve_sample() -> ApiServer:
+    return ApiServer.from_pages({split: FIXTURES / "sample" / f"rows-{split}.json"
+                                 for split in ("train", "validation")})
+
+
+def api_args(api: ApiServer, tmp_path: Path, databases: Path) -> list[str]:
+    return ["--databases", str(databases), "--api-url", api.url, "--cache-dir", str(tmp_path / "cache"),
+            "--request-interval", "0", "--out", str(tmp_path / "out")]
+
+
+def test_an_empty_databases_folder(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert prepare.main(["--databases", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 3
+    assert "holds no databases" in capsys.readouterr().err
+
+
+def test_a_corrupt_database_is_named(fixture_dbs, tmp_path, capsys):
+    folder = tmp_path / "dbs"
+    shutil.copytree(next(iter(fixture_dbs.values())).parent.parent, folder)
+    (folder / "library" / "library.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x07" * 500)
+    with serve_sample() as api:
+        assert prepare.main(api_args(api, tmp_path, folder)) == 3
+    err = capsys.readouterr().err
+    assert "database 'library'" in err and "not a readable SQLite file" in err
+
+
+def test_databases_of_another_dataset_leave_nothing_usable(tmp_path, capsys):
+    folder = tmp_path / "dbs" / "other"
+    folder.mkdir(parents=True)
+    build_sqlite(FIXTURES / "databases" / "weather.sql", folder / "other.sqlite")
+    with serve_sample() as api:
+        assert prepare.main(api_args(api, tmp_path, tmp_path / "dbs")) == 3
+    err = capsys.readouterr().err
+    assert "no usable row for the train split" in err and "database missing 48" in err
+
+
+def test_an_eval_row_on_a_training_database_is_an_error(fixture_dbs, tmp_path, capsys):
+    train = json.loads((FIXTURES / "sample" / "rows-train.json").read_text())["rows"]
+    rows = [r["row"] for r in train]
+    with ApiServer({"train": rows[:20], "validation": rows[:3]}) as api:
+        code = prepare.main([*api_args(api, tmp_path, next(iter(fixture_dbs.values())).parent.parent),
+                             "--rows", "5", "--rl-rows", "0", "--eval-rows", "2"])
+    assert code == 3
+    assert "validation row 0" in capsys.readouterr().err
+
+
+def test_stale_outputs_are_replaced(prepared_sample, tmp_path):
+    """A second run into a used folder: a database no longer used and a stray module disappear."""
+    out = tmp_path / "out"
+    shutil.copytree(prepared_sample, out)
+    (out / "bundle" / "old_module.py").write_text("x = 1\n")
+    run_prepare(out, "--sample", "--rows", "5", "--rl-rows", "0", "--eval-rows", "2")
+    _, index, _ = load(out)
+    assert {p.stem for p in (out / "bundle" / "data" / "databases").iterdir()} == set(index["databases"])
+    assert not (out / "bundle" / "old_module.py").exists()
