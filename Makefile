@@ -14,7 +14,7 @@ RL_ROWS ?= 600
 EVAL_ROWS ?= 300
 OUT ?= out
 
-.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit
+.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit grade report
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -43,6 +43,18 @@ pipeline: setup ## write $(OUT)/pipeline.json (base -> SFT -> GRPO, each scored)
 
 submit: setup ## verify the bundle, register data + bundle, start $(OUT)/pipeline.json on the trainer and wait (DRY_RUN=1: print only)
 	$(HARNESS) submit --out $(OUT) $(if $(DRY_RUN),--dry-run) $(if $(NEW_PIPELINE),--new-pipeline) $(SUBMIT_ARGS)
+
+# Grading and reports (README "Grading and reports"). `make grade STAGE=sft` grades
+# $(OUT)/completions-sft.jsonl (or COMPLETIONS=...) into $(OUT)/results-sft.jsonl;
+# `make report RESULTS="base=out/results-base.jsonl sft=out/results-sft.jsonl" BASELINE=sft`.
+GRADE_BUNDLE ?= $(OUT)/bundle
+COMPLETIONS ?= $(OUT)/completions-$(STAGE).jsonl
+grade: setup ## grade COMPLETIONS (default $(OUT)/completions-$(STAGE).jsonl) on $(OUT)/data/eval.jsonl into $(OUT)/results-$(STAGE).jsonl
+	@test -n "$(STAGE)" || { echo "make grade: give STAGE=<name> (e.g. STAGE=sft)"; exit 2; }
+	$(HARNESS) grade --bundle $(GRADE_BUNDLE) --eval $(OUT)/data/eval.jsonl --completions $(COMPLETIONS) --out $(OUT)/results-$(STAGE).jsonl
+
+report: setup ## compare RESULTS="label=path ..." against BASELINE; print the table, write $(OUT)/report.md and $(OUT)/report.html
+	$(HARNESS) report $(RESULTS) $(if $(BASELINE),--baseline $(BASELINE)) --markdown $(OUT)/report.md --html $(OUT)/report.html $(REPORT_ARGS)
 
 docker-engine: ## install (if needed) and start a local Docker engine (root)
 	bash docker/start-engine.sh
