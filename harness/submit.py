@@ -266,6 +266,7 @@ def ensure_workload(session: Session, opts: Options) -> None:
     elif AUTH_PATTERN.search(found.output):
         raise session.failure(get, found)
     else:
+        session.say("    not found (or unreadable): creating it")
         created = session.attempt(create)
         if created.returncode != 0:
             raise session.failure(create, created)
