@@ -14,7 +14,7 @@ RL_ROWS ?= 600
 EVAL_ROWS ?= 300
 OUT ?= out
 
-.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit grade report
+.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -35,6 +35,14 @@ test-fast: setup ## the suite without slow, docker and real-data tests
 
 bench: setup ## print the scorer's benchmark figures on real Spider dev pairs
 	$(PY) -m harness bench
+
+# Data preparation (README "Real use: preparing Spider"). PREPARE_ARGS passes extra options
+# (e.g. PREPARE_ARGS="--max-schema 700 --keep-empty-gold"); the API's pages are cached in .cache/.
+bundle: setup ## prepare $(OUT)/data/{train,rl,eval}.jsonl and the staged $(OUT)/bundle from Spider (ROWS, RL_ROWS, EVAL_ROWS, SPIDER_DATABASES)
+	$(HARNESS) prepare --databases $(SPIDER_DATABASES) --rows $(ROWS) --rl-rows $(RL_ROWS) --eval-rows $(EVAL_ROWS) --out $(OUT) $(PREPARE_ARGS)
+
+sample-bundle: setup ## the same from the embedded sample (fixtures/), offline: $(OUT)/data and $(OUT)/bundle
+	$(HARNESS) prepare --sample --out $(OUT) $(PREPARE_ARGS)
 
 # Pipeline and submission (README "Pipeline and submission"). PIPELINE_ARGS / SUBMIT_ARGS pass
 # extra options (e.g. PIPELINE_ARGS="--rl-max-steps 80"); DRY_RUN=1 prints the commands only.
