@@ -32,7 +32,7 @@ its expressions. On Spider's dev set this gives the published 248 / 446 / 174 / 
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from typing import Callable, Iterator
 
 import sqlparse
 from sqlparse import tokens as T
@@ -98,9 +98,9 @@ def _depths(toks: list[Tok]) -> list[int]:
     return out
 
 
-def _split(toks: list[Tok], is_separator) -> Iterator[list[Tok]]:
+def _split(toks: list[Tok], is_separator: Callable[[Tok], bool]) -> Iterator[list[Tok]]:
     """Top-level (depth-0) pieces of ``toks`` between separators."""
-    depths, piece = _depths(toks), []
+    depths, piece = _depths(toks), list[Tok]()
     for tok, depth in zip(toks, depths):
         if depth == 0 and is_separator(tok):
             yield piece
@@ -110,7 +110,7 @@ def _split(toks: list[Tok], is_separator) -> Iterator[list[Tok]]:
     yield piece
 
 
-def _word(*words: str):
+def _word(*words: str) -> Callable[[Tok], bool]:
     return lambda tok: tok.keyword and tok.value in words
 
 
@@ -193,7 +193,7 @@ def _clauses(toks: list[Tok]) -> dict[str, list[Tok]]:
 
 def _from_parts(toks: list[Tok]) -> tuple[int, list[Tok]]:
     """Number of table units in FROM and the tokens of its ON conditions (joined with AND)."""
-    units, on_tokens = 0, []
+    units, on_tokens = 0, list[Tok]()
     for unit in _split(toks, lambda t: _is_join(t) or t.value == ","):
         units += 1
         pieces = list(_split(unit, _word("ON")))

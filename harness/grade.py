@@ -66,7 +66,9 @@ def _content(message: object) -> str | None:
 
 def parse_eval_line(data: object, index: int, where: str) -> EvalRow:
     """One eval row from its parsed JSON line; InputError (naming ``where``) when malformed."""
-    messages = data.get("messages") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected {{\"messages\": [system, user, assistant]}}")
+    messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InputError(f"{where}: expected {{\"messages\": [system, user, assistant]}}")
     last = messages[-1]

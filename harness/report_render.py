@@ -10,9 +10,13 @@ from __future__ import annotations
 import html
 import io
 import re
+from typing import TYPE_CHECKING
 
 from harness.report import Breakdown, ChangedRow, Comparison, Report
 from harness.report_stats import Accuracy, format_p
+
+if TYPE_CHECKING:  # matplotlib itself is imported only when a chart is drawn
+    from matplotlib.figure import Figure
 
 TEST_NAMES = {"chi2": "McNemar chi-squared with continuity correction", "exact": "exact binomial McNemar"}
 
@@ -145,7 +149,7 @@ def _html_table(headers: list[str], rows: list[list[str]], sql_columns: frozense
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def chart_figure(report: Report):
+def chart_figure(report: Report) -> "Figure":
     """The chart as a matplotlib Figure: accuracy per stage (95% intervals), gained and lost bars."""
     from matplotlib.figure import Figure
 

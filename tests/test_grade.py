@@ -54,6 +54,7 @@ def test_read_eval_numbers_rows_and_splits_messages(tmp_path):
 @pytest.mark.parametrize("line, message", [
     pytest.param("{not json", "not JSON", id="a line that is not JSON"),
     pytest.param('{"prompt": "x"}', "messages", id="no messages"),
+    pytest.param('["a list"]', "messages", id="not an object"),
     pytest.param(json.dumps({"messages": [{"role": "user", "content": "q"}]}), "assistant's gold",
                  id="last message not the assistant"),
     pytest.param(json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": " "}]}),
