@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 from pathlib import Path
 
 from harness import report_stats
@@ -249,8 +248,6 @@ def run(args: argparse.Namespace) -> int:
     specs = [parse_spec(t) for t in args.results] + [parse_spec(t) for t in args.name]
     if args.show_changed < 0:
         raise InputError("--show-changed must be 0 or more")
-    if not math.isfinite(args.alpha):
-        raise InputError("--alpha must be a number between 0 and 1")
     report = build_report(load_stages(specs), args.baseline, alpha=args.alpha, test=args.verdict_test)
     print(report_render.terminal(report, show_changed=args.show_changed))
     if args.markdown:

@@ -12,6 +12,7 @@ import pytest
 from harness import bundle_data, grade
 from harness.cli import main
 from harness.errors import InputError
+from harness.report import build_report, load_stages
 from harness.results import read_results
 
 
@@ -256,3 +257,24 @@ def test_prepared_sample_gold_completions_all_match(prepared_sample, tmp_path):
     results = read_results(tmp_path / "r.jsonl")
     assert len(results) == len(golds) > 0
     assert {r.outcome for r in results} == {"match"}
+
+
+@pytest.mark.real_data
+def test_real_eval_split_gold_completions_all_match_and_report(prepared_spider, tmp_path):
+    eval_path = prepared_spider / "data" / "eval.jsonl"
+    golds = [json.loads(line)["messages"][-1]["content"] for line in eval_path.read_text().splitlines() if line]
+    right = write_lines(tmp_path / "gold.jsonl", [json.dumps(g) for g in golds])
+    # a second "stage" answering every even row with one value no Spider gold returns
+    half = write_lines(tmp_path / "half.jsonl", [json.dumps(g if i % 2 else "SELECT 'zz-no-such-value-zz'")
+                                                 for i, g in enumerate(golds)])
+    for name, path in (("gold", right), ("half", half)):
+        assert main(["grade", "--bundle", str(prepared_spider / "bundle"), "--eval", str(eval_path),
+                     "--completions", str(path), "--out", str(tmp_path / f"{name}.jsonl")]) == 0
+    gold_results = read_results(tmp_path / "gold.jsonl")
+    assert len(gold_results) == len(golds) == 300
+    assert {r.outcome for r in gold_results} == {"match"}
+    result = build_report(load_stages([("gold", str(tmp_path / "gold.jsonl")), ("half", str(tmp_path / "half.jsonl"))]))
+    [comp] = result.comparisons
+    assert (comp.paired.gained, comp.paired.lost, comp.paired.both_right) == (0, 150, 150)
+    assert [s.accuracy.correct for s in result.stages] == [300, 150]
+    assert {name for name, _ in result.by_level.groups} == {"easy", "medium", "hard", "extra"}
