@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import http.client
 import random
 import sys
 import time
@@ -220,8 +221,9 @@ class RowFetcher:
         self._pace()
         try:
             answer = self.opener(url, self.policy.timeout_s)
-        except (OSError, ValueError) as exc:  # URLError, timeouts, resets, IncompleteRead
-            raise _Retry(f"network error: {exc}") from None
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # URLError, timeouts, resets,
+            # a body cut short (IncompleteRead), a garbled status line
+            raise _Retry(f"network error: {type(exc).__name__}: {exc}") from None
         if answer.status == 200:
             try:
                 page = parse_page(answer.body, url, offset, PAGE_ROWS, answer.headers.get("content-type"))

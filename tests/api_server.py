@@ -29,7 +29,9 @@ MAX_LENGTH = 100
 
 @dataclasses.dataclass(frozen=True)
 class Fault:
-    """How to spoil one answer. kind: 429, 500, 503, truncated, html, slow, drop, json_list, no_rows."""
+    """How to spoil one answer. kind: ok (a normal answer: lets a later request fail), 429, 500, 503,
+    truncated (valid HTTP, half the JSON), short (the connection closes before the promised body),
+    html, slow, drop, json_list, no_rows."""
 
     kind: str
     retry_after: str | None = None  # for 429/503
@@ -134,7 +136,7 @@ class ApiServer:
                 status, data = api.page(params)
                 body = json.dumps(data).encode("utf-8")
                 fault = api.next_fault()
-                if fault is None:
+                if fault is None or fault.kind == "ok":
                     return self._send(status, body)
                 return self._spoil(fault, body)
 
@@ -155,6 +157,9 @@ class ApiServer:
                 if kind == "slow":
                     time.sleep(fault.seconds)
                     return self._send(200, body)
+                if kind == "short":  # promise the whole body, send half, hang up
+                    self.close_connection = True
+                    return self._send(200, body[: len(body) // 2], {"Content-Length": str(len(body))})
                 if kind == "drop":
                     self.close_connection = True
                     return None  # no answer at all: the client sees the connection close
@@ -163,10 +168,10 @@ class ApiServer:
             def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
                 try:
                     self.send_response(status)
-                    headers = {"Content-Type": "application/json", **(headers or {})}
+                    headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
+                               **(headers or {})}
                     for name, value in headers.items():
                         self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):

@@ -109,7 +109,7 @@ def test_an_overlong_retry_after_is_an_error_not_a_stall(api, tmp_path):
 
 
 @pytest.mark.parametrize("fault", [Fault("500"), Fault("503"), Fault("429"), Fault("truncated"), Fault("html"),
-                                   Fault("drop"), Fault("json_list"), Fault("no_rows")],
+                                   Fault("short"), Fault("drop"), Fault("json_list"), Fault("no_rows")],
                          ids=lambda f: f.kind)
 def test_transient_faults_are_retried_with_bounded_jittered_backoff(api, tmp_path, fault):
     fake = FakeTime()

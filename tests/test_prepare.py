@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from api_server import ApiServer
+from api_server import ApiServer, Fault
 from bundle.bundle_index import normalize_gold
 from bundle import verify as bundle_verify
 from conftest import BUNDLE_SRC, FIXTURES, ROOT, run_prepare
-from harness import prepare
+from harness import prepare, splits
+from harness.api_cache import PageCache
+from harness.errors import FetchError
+from harness.fetch_rows import FetchPolicy, RowFetcher
 from harness.bundle_data import build_sqlite
 
 SPLITS = ("train", "rl", "eval")
@@ -306,3 +309,32 @@ def test_stale_outputs_are_replaced(prepared_sample, tmp_path):
     _, index, _ = load(out)
     assert {p.stem for p in (out / "bundle" / "data" / "databases").iterdir()} == set(index["databases"])
     assert not (out / "bundle" / "old_module.py").exists()
+
+
+def test_an_api_failure_writes_nothing_and_the_rerun_resumes(fixture_dbs, tmp_path):
+    train = [r["row"] for r in json.loads((FIXTURES / "sample" / "rows-train.json").read_text())["rows"]] * 3
+    validation = [r["row"] for r in json.loads((FIXTURES / "sample" / "rows-validation.json").read_text())["rows"]]
+    databases = next(iter(fixture_dbs.values())).parent.parent
+    rules = splits.Rules(splits.Catalog.from_folder(databases, 1000), splits.GoldChecker())
+    sizes = splits.Sizes(100, 20, 5)  # needs the second page of train (rows 100-143)
+    with ApiServer({"train": train, "validation": validation}) as api:
+        def source() -> RowFetcher:
+            return RowFetcher(api.url, PageCache(tmp_path / "cache", "xlangai/spider", "spider"),
+                              policy=FetchPolicy(interval_s=0, attempts=3), sleep=lambda s: None)
+        # Train page 0 answers; train page 100 then fails all 3 attempts.
+        api.faults = [Fault("ok"), Fault("500"), Fault("500"), Fault("500")]
+        with pytest.raises(FetchError, match="offset=100.*failed 3 times"):
+            prepare.prepare(source(), rules, sizes, tmp_path / "out")
+        assert not (tmp_path / "out").exists(), "nothing is written before every row is known"
+        api.requests.clear()
+        summary = prepare.prepare(source(), rules, sizes, tmp_path / "out")
+        assert [(r["split"], r["offset"]) for r in api.requests] == [("train", "100"), ("validation", "0")]
+    assert summary["rows"] == {"train": 100, "rl": 20, "eval": 5}
+    assert summary["fetch"]["pages_cached"] == 1 and summary["fetch"]["pages_fetched"] == 2
+
+
+def test_an_api_refusal_exits_with_the_fetch_code(tmp_path, fixture_dbs, capsys):
+    with ApiServer({"train": []}, dataset="someone/else") as api:
+        code = prepare.main(api_args(api, tmp_path, next(iter(fixture_dbs.values())).parent.parent))
+    assert code == 4
+    assert "answered HTTP 404" in capsys.readouterr().err
