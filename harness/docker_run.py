@@ -1,0 +1,302 @@
+"""The trainer container: its image, its locked-down run configuration, and running it safely.
+
+* ``run_config`` is a pure function (unit-tested without Docker): no network, read-only root
+  filesystem, inputs mounted read-only, a small ``/tmp`` tmpfs, no IPC namespace (so no
+  ``/dev/shm``), memory (no swap), process and CPU limits, user 65534 (nobody), every capability
+  dropped, no-new-privileges.
+* Images are tagged by a hash of their inputs (the Dockerfile and the base image's id), so a
+  changed input means a new tag and an unchanged one is never rebuilt.
+* ``run_container`` removes the container in ``finally``: after success, failure, timeout, Ctrl-C
+  (SIGINT) and SIGTERM / SIGHUP alike.
+
+Inputs reach the container as a staged copy (folders 0755, files 0644) bind-mounted at
+``/opt/spider``: the harness's stdlib-only runner under ``harness/``, the hostile suite under
+``fixtures/hostile/``, the zip, splits and completions under ``in/``. The copy is what lets an
+unprivileged user read inputs that live in private folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.errors import DockerUnavailable, InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "docker" / "trainer.Dockerfile"
+IMAGE_REPO = "spider-scoring-trainer"
+# The Makefile's default; real users with Docker Hub can use the Dockerfile's python:3.11-slim.
+DEFAULT_BASE_IMAGE = os.environ.get("BASE_IMAGE", "spider-scoring-base:bookworm")
+MOUNT = "/opt/spider"
+USER = "65534:65534"
+LABEL = "spider-scoring.run"
+MiB = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class RunLimits:
+    """Resource limits of one container. Memory leaves room for the scorer's 1 GiB SQLite heap
+    ceiling plus Python and the tmpfs (which counts against the same cgroup)."""
+
+    mem_bytes: int = 2048 * MiB
+    pids: int = 128
+    cpus: float = 2.0
+    tmpfs_bytes: int = 256 * MiB
+
+    def for_bundle(self, unpacked_bytes: int) -> "RunLimits":
+        """Limits whose tmpfs holds the unpacked bundle with 64 MiB to spare (never smaller than now)."""
+        return dataclasses.replace(self, tmpfs_bytes=max(self.tmpfs_bytes, unpacked_bytes + 64 * MiB))
+
+
+def run_config(image: str, command: list[str], mount_dir: str | os.PathLike, *, name: str,
+               limits: RunLimits = RunLimits(), environment: dict[str, str] | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create``: the whole lockdown in one place.
+
+    >>> cfg = run_config("img:1", ["python3", "-V"], "/tmp/x", name="t")
+    >>> cfg["network_mode"], cfg["read_only"], cfg["cap_drop"], cfg["user"]
+    ('none', True, ['ALL'], '65534:65534')
+    """
+    return {
+        "image": image,
+        "command": list(command),
+        "name": name,
+        "labels": {LABEL: name},
+        "user": USER,
+        "network_mode": "none",
+        "read_only": True,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "ipc_mode": "none",
+        "mem_limit": limits.mem_bytes,
+        "memswap_limit": limits.mem_bytes,  # equal: no swap
+        "pids_limit": limits.pids,
+        "nano_cpus": int(limits.cpus * 1e9),
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmpfs_bytes},mode=1777"},
+        "volumes": {str(Path(mount_dir).resolve()): {"bind": MOUNT, "mode": "ro"}},
+        "working_dir": "/",
+        "environment": {"PYTHONPATH": MOUNT, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+                        "HOME": "/tmp", **(environment or {})},
+        "stdin_open": False,
+        "tty": False,
+    }
+
+
+def image_tag(dockerfile: bytes, base_image_id: str) -> str:
+    """The image's tag: a hash of everything it is built from.
+
+    >>> image_tag(b"FROM x", "sha256:1") == image_tag(b"FROM x", "sha256:1") != image_tag(b"FROM y", "sha256:1")
+    True
+    """
+    digest = hashlib.sha256(dockerfile + b"\0" + base_image_id.encode()).hexdigest()
+    return f"{IMAGE_REPO}:{digest[:16]}"
+
+
+# --- the engine -----------------------------------------------------------------------------------
+
+def engine_problem() -> str | None:
+    """Why no Docker engine can be used (None when one answers a ping)."""
+    try:
+        import docker
+        docker.from_env(timeout=10).ping()
+    except Exception as exc:  # any failure to reach the engine means the same thing to the caller
+        return f"docker engine not reachable ({type(exc).__name__}: {exc}); start one with `make docker-engine`"
+    return None
+
+
+def connect():
+    """A docker SDK client; DockerUnavailable (saying what to do) when no engine answers."""
+    problem = engine_problem()
+    if problem:
+        raise DockerUnavailable(problem)
+    import docker
+    return docker.from_env(timeout=60)
+
+
+def ensure_image(client, base_image: str = DEFAULT_BASE_IMAGE, dockerfile: Path = DOCKERFILE,
+                 say: Callable[[str], None] = print) -> str:
+    """The trainer image's tag, built from ``dockerfile`` on ``base_image`` when not present yet."""
+    import docker
+    try:
+        base = client.images.get(base_image)
+    except docker.errors.ImageNotFound:
+        raise DockerUnavailable(
+            f"base image {base_image} is not present: build the offline one with `make docker-base`, "
+            f"or `docker pull python:3.11-slim` and pass BASE_IMAGE=python:3.11-slim") from None
+    text = dockerfile.read_bytes()
+    tag = image_tag(text, base.id)
+    try:
+        client.images.get(tag)
+        return tag
+    except docker.errors.ImageNotFound:
+        pass
+    say(f"building {tag} from {dockerfile.name} on {base_image} (once per input change)")
+    try:
+        client.images.build(fileobj=io.BytesIO(text), tag=tag, buildargs={"BASE_IMAGE": base_image},
+                            pull=False, rm=True, forcerm=True, labels={"spider-scoring.base": base.id})
+    except docker.errors.BuildError as exc:
+        log = "".join(str(part.get("stream", "")) for part in exc.build_log)[-2000:]
+        raise DockerUnavailable(f"building the trainer image failed: {exc}\n{log}") from None
+    return tag
+
+
+# --- staging inputs -------------------------------------------------------------------------------
+
+def stage_inputs(dest: Path, inputs: dict[str, Path]) -> None:
+    """Copy the runner's sources and ``inputs`` (relative name -> file) under ``dest``, world-readable."""
+    files = {f"harness/{p.name}": p for p in sorted((ROOT / "harness").glob("*.py"))}
+    files["fixtures/hostile/cases.json"] = ROOT / "fixtures" / "hostile" / "cases.json"
+    files.update(inputs)
+    for relative, source in files.items():
+        if not Path(source).is_file():
+            raise InputError(f"input {source} is missing or not a file")
+        target = dest / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o644)
+    for folder, dirs, _files in os.walk(dest):
+        os.chmod(folder, 0o755)
+
+
+# --- running --------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ContainerResult:
+    exit_code: int
+    stdout: bytes
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+    oom_killed: bool = False
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _install_handlers() -> dict[int, Any]:
+    """SIGTERM and SIGHUP become KeyboardInterrupt, so ``finally`` runs for them as for Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+
+def remove_container(client, name: str) -> None:
+    """Force-remove the container ``name``; a warning naming it when that fails."""
+    import docker
+    try:
+        client.containers.get(name).remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        print(f"warning: could not remove container {name} ({exc}); remove it with `docker rm -f {name}`")
+
+
+def run_container(client, config: dict[str, Any], *, timeout_s: float = 3600.0,
+                  on_stderr: Callable[[str], None] | None = None) -> ContainerResult:
+    """Create, start and follow one container; always removed, whatever happens."""
+    previous = _install_handlers()
+    timed_out = threading.Event()
+    timer = None
+    started = time.monotonic()
+    try:
+        container = client.containers.create(**config)
+        container.start()
+
+        def kill() -> None:
+            timed_out.set()
+            try:
+                container.kill()
+            except Exception:  # already gone: nothing left to stop
+                pass
+        timer = threading.Timer(timeout_s, kill)
+        timer.daemon = True
+        timer.start()
+        chunks = []
+        for chunk in container.logs(stream=True, follow=True, stdout=False, stderr=True):
+            text = chunk.decode("utf-8", "replace")
+            chunks.append(text)
+            if on_stderr is not None:
+                on_stderr(text)
+        status = container.wait()
+        stdout = container.logs(stdout=True, stderr=False)
+        container.reload()
+        oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
+        return ContainerResult(int(status.get("StatusCode", -1)), stdout, "".join(chunks),
+                               time.monotonic() - started, timed_out.is_set(), oom)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        remove_container(client, config["name"])
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str = DEFAULT_BASE_IMAGE,
+            limits: RunLimits = RunLimits(), timeout_s: float = 3600.0,
+            on_stderr: Callable[[str], None] | None = None, say: Callable[[str], None] = print) -> ContainerResult:
+    """Run ``command`` in the trainer image with ``inputs`` staged under /opt/spider/in/ (read-only)."""
+    client = connect()
+    tag = ensure_image(client, base_image, say=say)
+    staging = Path(tempfile.mkdtemp(prefix="spider-scoring-run-"))
+    try:
+        stage_inputs(staging, {f"in/{name}": path for name, path in inputs.items()})
+        name = f"spider-scoring-{uuid.uuid4().hex[:12]}"
+        config = run_config(tag, command, staging, name=name, limits=limits)
+        return run_container(client, config, timeout_s=timeout_s, on_stderr=on_stderr)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def emulator_job(job: list[str], inputs: dict[str, Path], *, unpacked_bytes: int = 0,
+                 base_image: str = DEFAULT_BASE_IMAGE, timeout_s: float = 3600.0,
+                 say: Callable[[str], None] = print) -> tuple[dict, ContainerResult]:
+    """Run ``python3 -m harness.emulate_main JOB...`` in the container; its JSON document and the run.
+
+    Progress (the container's stderr) is shown as it comes. A document with ``error`` is raised as
+    the harness error it names; a container that died without a document is DockerUnavailable
+    naming the cause (timeout, out of memory, or the last lines it wrote).
+    """
+    from harness import errors
+    limits = RunLimits().for_bundle(unpacked_bytes)
+    result = run_job(["python3", "-m", "harness.emulate_main", *job], inputs, base_image=base_image,
+                     limits=limits, timeout_s=timeout_s, say=say,
+                     on_stderr=lambda text: print(text, end="", flush=True))
+    lines = [line for line in result.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+    try:
+        document = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        cause = ("it ran over the time limit of %g s" % timeout_s if result.timed_out else
+                 f"it ran out of memory (limit {limits.mem_bytes // MiB} MiB)" if result.oom_killed else
+                 f"it exited {result.exit_code}: {result.stderr.strip()[-800:]}")
+        raise DockerUnavailable(f"the trainer container gave no result: {cause}") from None
+    if "error" in document:
+        kind = getattr(errors, str(document.get("error_type")), errors.HarnessError)
+        raise (kind if isinstance(kind, type) and issubclass(kind, errors.HarnessError)
+               else errors.HarnessError)(document["error"])
+    return document, result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the `image` command."""
+    parser.add_argument("--base-image", default=DEFAULT_BASE_IMAGE,
+                        help=f"image to build on (default: $BASE_IMAGE or {DEFAULT_BASE_IMAGE})")
+
+
+def run(args: argparse.Namespace) -> int:
+    client = connect()
+    tag = ensure_image(client, args.base_image)
+    size = client.images.get(tag).attrs.get("Size", 0)
+    print(f"image {tag}  ({size / 1e6:.0f} MB, on {args.base_image})")
+    return 0
