@@ -57,7 +57,8 @@ class ApiServer:
         self.faults: list[Fault] = []
         self.requests: list[dict[str, str]] = []
         self._lock = threading.Lock()
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.api = self  # type: ignore[attr-defined]
         self._server.daemon_threads = True
         # A short poll interval: shutdown() waits up to one interval, and tests stop many servers.
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
@@ -94,6 +95,10 @@ class ApiServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
+    def record(self, params: dict[str, str]) -> None:
+        with self._lock:
+            self.requests.append(params)
+
     def next_fault(self) -> Fault | None:
         with self._lock:
             return self.faults.pop(0) if self.faults else None
@@ -117,64 +122,61 @@ class ApiServer:
                               for i, row in enumerate(chosen)],
                      "num_rows_total": len(rows), "num_rows_per_page": MAX_LENGTH, "partial": False}
 
-    def _handler_class(self) -> type:
-        api = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Answers for the ApiServer set as ``server.api``."""
+    protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args: object) -> None:  # keep test output clean
-                pass
+    def log_message(self, *args: object) -> None:  # keep test output clean
+        pass
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                parsed = urllib.parse.urlsplit(self.path)
-                if parsed.path != "/rows":
-                    return self._send(404, b'{"error":"Not found."}')
-                params = dict(urllib.parse.parse_qsl(parsed.query))
-                with api._lock:
-                    api.requests.append(params)
-                status, data = api.page(params)
-                body = json.dumps(data).encode("utf-8")
-                fault = api.next_fault()
-                if fault is None or fault.kind == "ok":
-                    return self._send(status, body)
-                return self._spoil(fault, body)
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        api: ApiServer = self.server.api  # type: ignore[attr-defined]
+        parsed = urllib.parse.urlsplit(self.path)
+        if parsed.path != "/rows":
+            return self._send(404, b'{"error":"Not found."}')
+        params = dict(urllib.parse.parse_qsl(parsed.query))
+        api.record(params)
+        status, data = api.page(params)
+        body = json.dumps(data).encode("utf-8")
+        fault = api.next_fault()
+        if fault is None or fault.kind == "ok":
+            return self._send(status, body)
+        return self._spoil(fault, body)
 
-            def _spoil(self, fault: Fault, body: bytes) -> None:
-                kind = fault.kind
-                if kind in ("429", "500", "503"):
-                    headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
-                    return self._send(int(kind), b'{"error":"Too many requests or server error"}', headers)
-                if kind == "truncated":
-                    return self._send(200, body[: len(body) // 2])
-                if kind == "html":
-                    return self._send(200, b"<!DOCTYPE html><html><body>Service unavailable</body></html>",
-                                      {"Content-Type": "text/html"})
-                if kind == "json_list":
-                    return self._send(200, b"[]")
-                if kind == "no_rows":
-                    return self._send(200, b'{"num_rows_total": 5}')
-                if kind == "slow":
-                    time.sleep(fault.seconds)
-                    return self._send(200, body)
-                if kind == "short":  # promise the whole body, send half, hang up
-                    self.close_connection = True
-                    return self._send(200, body[: len(body) // 2], {"Content-Length": str(len(body))})
-                if kind == "drop":
-                    self.close_connection = True
-                    return None  # no answer at all: the client sees the connection close
-                raise ValueError(f"unknown fault {kind!r}")
+    def _spoil(self, fault: Fault, body: bytes) -> None:
+        kind = fault.kind
+        if kind in ("429", "500", "503"):
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+            return self._send(int(kind), b'{"error":"Too many requests or server error"}', headers)
+        if kind == "truncated":
+            return self._send(200, body[: len(body) // 2])
+        if kind == "html":
+            return self._send(200, b"<!DOCTYPE html><html><body>Service unavailable</body></html>",
+                              {"Content-Type": "text/html"})
+        if kind == "json_list":
+            return self._send(200, b"[]")
+        if kind == "no_rows":
+            return self._send(200, b'{"num_rows_total": 5}')
+        if kind == "slow":
+            time.sleep(fault.seconds)
+            return self._send(200, body)
+        if kind == "short":  # promise the whole body, send half, hang up
+            self.close_connection = True
+            return self._send(200, body[: len(body) // 2], {"Content-Length": str(len(body))})
+        if kind == "drop":
+            self.close_connection = True
+            return None  # no answer at all: the client sees the connection close
+        raise ValueError(f"unknown fault {kind!r}")
 
-            def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-                try:
-                    self.send_response(status)
-                    headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
-                               **(headers or {})}
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test): nothing to do
-
-        return Handler
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
+                       **(headers or {})}
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test): nothing to do

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import math
 
 import pytest
@@ -138,3 +140,10 @@ def test_jsonl_is_one_row_a_line_and_keeps_unicode():
     data = prompts.jsonl_bytes([chat(3), prompts.chat_row(["t(a)"], "Où ?", "SELECT 'é'")])
     lines = data.decode("utf-8").split("\n")
     assert len(lines) == 3 and lines[-1] == "" and "Où ?" in lines[1]
+
+
+@pytest.mark.parametrize("module_name", ["harness.api_cache", "harness.fetch_rows", "harness.prompts",
+                                         "harness.prepare_summary", "api_server"])
+def test_docstring_examples_run(module_name):
+    results = doctest.testmod(importlib.import_module(module_name))
+    assert results.attempted > 0 and results.failed == 0
