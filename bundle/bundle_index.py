@@ -192,16 +192,21 @@ _load_lock = threading.Lock()
 
 
 def load(root: str | None = None) -> BundleData:
-    """The bundle data under ``root`` (default: ``find_root()``), loaded once per process."""
-    root = os.path.realpath(root or find_root())
-    found = _loaded.get(root)
+    """The bundle data under ``root`` (default: ``find_root()``), loaded once per process.
+
+    The default root is looked up once per value of TRAINER_BUNDLE_ROOT (no file-system calls on
+    the per-rollout path once loaded).
+    """
+    key = root if root is not None else "env:" + os.environ.get("TRAINER_BUNDLE_ROOT", "")
+    found = _loaded.get(key)
     if found is not None:
         return found
     with _load_lock:
-        found = _loaded.get(root)
+        found = _loaded.get(key)
         if found is None:
-            found = BundleData(root, _read_index(root))
-            _loaded[root] = found
+            real = os.path.realpath(root or find_root())
+            found = _loaded.get(real) or BundleData(real, _read_index(real))
+            _loaded[real] = _loaded[key] = found
     return found
 
 

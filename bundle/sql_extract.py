@@ -49,6 +49,8 @@ _OTHER_START = re.compile(
 
 def strip_reasoning(text: str) -> str:
     """Remove template tokens and ``<think>`` reasoning (rules 1 and 2), in one linear pass."""
+    if "<" not in text:
+        return text
     text = _SPECIAL_TOKEN.sub("", text)
     kept: list[str] = []
     pos, inside = 0, False
@@ -71,6 +73,9 @@ def _at_line_start(text: str, pos: int) -> bool:
 
 
 def _statement_start(text: str) -> int | None:
+    leading = len(text) - len(text.lstrip())
+    if _START.match(text, leading) or _OTHER_START.match(text, leading):
+        return leading  # a statement keyword first: no earlier start can exist
     starts = list(_START.finditer(text))
     others = [m for m in _OTHER_START.finditer(text) if _at_line_start(text, m.start())]
     line_starts = sorted([m.start() for m in starts if _at_line_start(text, m.start())] +

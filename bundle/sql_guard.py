@@ -147,7 +147,7 @@ class _ThreadConnections(threading.local):
 
 
 _local = _ThreadConnections()
-_MAX_CACHED_PER_THREAD = 16
+_MAX_CACHED_PER_THREAD = 8
 
 
 def _connection(path: str, limits: Limits) -> sqlite3.Connection:

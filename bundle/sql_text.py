@@ -54,6 +54,10 @@ def code_tokens(sql: str) -> list[Token]:
     return [t for t in tokenize(sql) if t.kind not in ("space", "comment")]
 
 
+_END_CANDIDATE = re.compile(r";|\n[ \t\r\f\v]*\n")
+_QUOTES_OR_COMMENTS = re.compile(r"['\"`\[]|--|/\*")
+
+
 def statement_end(sql: str) -> int:
     """Index where the first statement ends: its first top-level ';' or blank line, else len(sql).
 
@@ -62,6 +66,11 @@ def statement_end(sql: str) -> int:
     >>> statement_end("SELECT 1;\\nSELECT 2")
     8
     """
+    candidate = _END_CANDIDATE.search(sql)
+    if candidate is None:
+        return len(sql)
+    if _QUOTES_OR_COMMENTS.search(sql, 0, candidate.start()) is None:
+        return candidate.start()  # nothing before it could hide it: the common case, no tokenizing
     for tok in tokenize(sql):
         if tok.kind == "op" and tok.text == ";":
             return tok.start

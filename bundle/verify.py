@@ -110,10 +110,11 @@ def reset_outcome_counts() -> None:
         _counts.clear()
 
 
-def _finish(verdict: Verdict, started: float) -> Verdict:
-    verdict = dataclasses.replace(verdict, total_s=time.monotonic() - started)
+def _finish(started: float, outcome: str, score: float | None, detail: str, sql: str | None = None,
+            **fields: object) -> Verdict:
+    verdict = Verdict(outcome, score, detail, sql, total_s=time.monotonic() - started, **fields)  # type: ignore[arg-type]
     with _counts_lock:
-        _counts[verdict.outcome] += 1
+        _counts[outcome] += 1
     return verdict
 
 
@@ -149,27 +150,26 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
         try:
             key = (database_key or _file_identity(database), gold)
         except OSError as exc:
-            return _finish(Verdict(INFRASTRUCTURE_ERROR, None, f"database unavailable: {exc}"), started)
+            return _finish(started, INFRASTRUCTURE_ERROR, None, f"database unavailable: {exc}")
         t0 = time.monotonic()
         try:
             shape, cached = (cache or _file_cache).get(key, lambda: gold_shape(gold, database, limits))
         except sql_guard.QueryFailed as failed:
             outcome = INFRASTRUCTURE_ERROR if failed.kind == sql_guard.INFRASTRUCTURE else GOLD_ERROR
-            return _finish(Verdict(outcome, None, f"gold query: {failed.detail}"), started)
+            return _finish(started, outcome, None, f"gold query: {failed.detail}")
         gold_s = 0.0 if cached else time.monotonic() - t0
     base = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached, gold_s=gold_s)
     sql = completion.strip() if is_sql and isinstance(completion, str) else \
         sql_extract.extract_sql(completion, limits.max_completion_chars)
     if not sql:
-        return _finish(Verdict(NO_QUERY, 0.0, "no SQL query found in the completion", None, **base), started)
+        return _finish(started, NO_QUERY, 0.0, "no SQL query found in the completion", None, **base)
     t0 = time.monotonic()
     try:
         raw = sql_guard.run_query(database, sql, limits.timeout_s, limits)
     except sql_guard.QueryFailed as failed:
         outcome = _PREDICTION_KIND[failed.kind]
         score = None if outcome in UNSCORED else 0.0
-        return _finish(Verdict(outcome, score, failed.detail, sql, prediction_s=time.monotonic() - t0,
-                               **base), started)
+        return _finish(started, outcome, score, failed.detail, sql, prediction_s=time.monotonic() - t0, **base)
     prediction_s = time.monotonic() - t0
     t0 = time.monotonic()
     try:
@@ -177,8 +177,8 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
                                      len(raw.columns), deadline=t0 + limits.compare_timeout_s,
                                      max_nodes=limits.compare_max_nodes)
     except sql_compare.CompareBudgetExceeded as exc:
-        return _finish(Verdict(PREDICTION_OVER_CAP, 0.0, str(exc), sql, prediction_s=prediction_s,
-                               compare_s=time.monotonic() - t0, **base), started)
+        return _finish(started, PREDICTION_OVER_CAP, 0.0, str(exc), sql, prediction_s=prediction_s,
+                       compare_s=time.monotonic() - t0, **base)
     outcome = MATCH if result.match else MISMATCH
-    return _finish(Verdict(outcome, 1.0 if result.match else 0.0, result.detail, sql,
-                           prediction_s=prediction_s, compare_s=time.monotonic() - t0, **base), started)
+    return _finish(started, outcome, 1.0 if result.match else 0.0, result.detail, sql,
+                   prediction_s=prediction_s, compare_s=time.monotonic() - t0, **base)

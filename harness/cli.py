@@ -15,26 +15,36 @@ from harness.errors import HarnessError
 # command name -> (module, one-line help). Keep sorted by the order a user meets them.
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("harness.prepare", "Spider rows (datasets-server API, cached) to train/rl/eval JSONL and the staged bundle data"),
+    "pack": ("harness.pack", "zip the staged bundle reproducibly from an explicit file list; print SHA-256 and sizes"),
+    "verify": ("harness.verify_bundle", "pre-push verification of a bundle zip by the emulated trainer in a locked-down container"),
+    "emulate": ("harness.emulate_cli", "run the emulated trainer's reward (GRPO steps) or grader job on a bundle zip"),
+    "image": ("harness.docker_run", "build (once per input change) the trainer container image"),
+    "hooks": ("harness.hooks", "install the git pre-push hook that runs `make verify`"),
     "pipeline": ("harness.pipeline", "write and validate OUT/pipeline.json (base -> SFT -> GRPO, each scored)"),
     "submit": ("harness.submit", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
     "grade": ("harness.grade", "score a file of completions on the eval split with the bundle; write per-row results"),
     "report": ("harness.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
+    "bench": ("harness.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """Every command is listed; only the chosen one's module is imported (startup stays fast)."""
     parser = argparse.ArgumentParser(prog="spider-harness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
         cmd = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(cmd)
-        cmd.set_defaults(_module=module)
+        if name == chosen:
+            module = importlib.import_module(module_name)
+            module.add_arguments(cmd)
+            cmd.set_defaults(_module=module)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    args = build_parser(chosen if chosen in COMMANDS else None).parse_args(argv)
     try:
         return int(args._module.run(args) or 0)
     except HarnessError as exc:
