@@ -14,7 +14,7 @@ RL_ROWS ?= 600
 EVAL_ROWS ?= 300
 OUT ?= out
 
-.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle
+.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -43,6 +43,25 @@ bundle: setup ## prepare $(OUT)/data/{train,rl,eval}.jsonl and the staged $(OUT)
 
 sample-bundle: setup ## the same from the embedded sample (fixtures/), offline: $(OUT)/data and $(OUT)/bundle
 	$(HARNESS) prepare --sample --out $(OUT) $(PREPARE_ARGS)
+
+# Packing, the emulated trainer and pre-push verification (README "Packing", "Emulated trainer",
+# "Pre-push verification", "Docker"). VERIFY_ARGS passes extra options (e.g. "--in-process").
+ZIP ?= dist/spider-scoring.zip
+GRADER_COMPLETIONS ?= fixtures/sample/completions-eval.jsonl
+pack: setup ## zip the staged $(OUT)/bundle into $(ZIP) reproducibly; print its SHA-256 and sizes
+	$(HARNESS) pack --out $(OUT) --output $(ZIP)
+
+image: setup ## build the trainer container image on BASE_IMAGE (tagged by a hash of its inputs, built once per change)
+	$(HARNESS) image --base-image $(BASE_IMAGE)
+
+verify: pack image ## pre-push verification of $(ZIP) with $(OUT)/data by the emulated trainer in a locked-down container
+	$(HARNESS) verify --zip $(ZIP) --out $(OUT) --base-image $(BASE_IMAGE) $(VERIFY_ARGS)
+
+hooks: setup ## install the git pre-push hook that runs `make verify`
+	$(HARNESS) hooks
+
+test-grader: pack image ## the grader job over $(OUT)/data/eval.jsonl in the container with GRADER_COMPLETIONS (the sample's)
+	$(HARNESS) emulate grader --zip $(ZIP) --out $(OUT) --completions $(GRADER_COMPLETIONS) --base-image $(BASE_IMAGE)
 
 # Pipeline and submission (README "Pipeline and submission"). PIPELINE_ARGS / SUBMIT_ARGS pass
 # extra options (e.g. PIPELINE_ARGS="--rl-max-steps 80"); DRY_RUN=1 prints the commands only.

@@ -93,6 +93,6 @@ def _write_grader(args: argparse.Namespace, document: dict, where: str, env: str
     from harness.results import RowResult, write_results
     target = args.results or args.out / "results" / "emulated-grader.jsonl"
     write_results(target, [RowResult(**record) for record in document["records"]])
-    print(f"{document['summary']['line']}\nper-row results: {target}; {where}, {env}")
+    print(f"per-row results: {target}; {where}, {env}")  # the summary line was printed as it ran
     crashes = sum(1 for r in document["records"] if r["outcome"] in ("crash", "bad_return"))
     return 1 if crashes else 0
