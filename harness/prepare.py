@@ -30,7 +30,7 @@ import bundle as bundle_package
 from harness import bundle_data, prepare_summary, prompts, splits
 from harness.api_cache import PageCache
 from harness.errors import HarnessError, InputError
-from harness.fetch_rows import DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
+from harness.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DATABASES = ROOT / "fixtures" / "databases"
@@ -112,7 +112,7 @@ def sample_source() -> FilePages:
 
 def api_source(args: argparse.Namespace) -> RowFetcher:
     policy = FetchPolicy(interval_s=args.request_interval)
-    return RowFetcher(args.api_url, PageCache(args.cache_dir, "xlangai/spider", "spider"), policy=policy)
+    return RowFetcher(args.api_url, PageCache(args.cache_dir, DATASET, CONFIG), policy=policy)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -140,6 +140,7 @@ def score_staged_rows(out: Path, cwd: Path) -> dict:
     """Score every index row's gold against itself with the staged bundle, imported as the trainer
     does: from its own folder in a fresh interpreter, no repository on the path, given only the
     completion and the gold (no db_id, no prompt). Returns {"rows": n, "bad": [ids not scoring 1]}.
+    No bytecode is written: the folder is a shared fixture other tests may pack.
     """
     script = (
         "import json, sys\n"
@@ -152,7 +153,7 @@ def score_staged_rows(out: Path, cwd: Path) -> dict:
         "print(json.dumps({'rows': len(rows), 'bad': bad[:20]}))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={"PATH": "/usr/bin:/bin"})
+                          timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
