@@ -34,6 +34,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sqlite3
 import threading
 
 try:
@@ -104,6 +105,7 @@ class BundleData:
                 dbs.append(db_id)
             self.rows_by_id[str(row["id"])] = row
         self._stored_results = index.get("gold_results") or {}
+        self.stored_results_usable = self.sqlite_version == sqlite3.sqlite_version
         self._checked: dict[str, str] = {}
         self._lock = threading.Lock()
         self.cache = gold_results.GoldCache()
@@ -133,9 +135,13 @@ class BundleData:
         return path
 
     def prime(self, resolved: "Resolved") -> None:
-        """Put the gold result stored at build time, if any, into the cache (once)."""
+        """Put the gold result stored at build time, if any, into the cache (once).
+
+        Stored results are trusted only when this process runs the SQLite version that computed
+        them; otherwise each gold runs once per process here.
+        """
         key = (resolved.sha256, resolved.gold)
-        if not self.cache.has(key):
+        if self.stored_results_usable and not self.cache.has(key):
             data = self._stored_results.get(resolved.db_id, {}).get(resolved.gold)
             if data is not None:
                 self.cache.put(key, gold_results.from_json(data))
@@ -171,6 +177,12 @@ class BundleData:
                 "its schema lines, or rebuild the splits with prepare's default (shared golds left out)"
             )
         return self._resolved(candidates[0], self._golds_by_db[candidates[0]][key])
+
+    def describe(self) -> dict:
+        """What a health check reports: where the data is and which SQLite built and runs it."""
+        return {"root": self.root, "databases": len(self.databases), "rows": len(self.rows_by_id),
+                "sqlite_version_built": self.sqlite_version, "sqlite_version_runtime": sqlite3.sqlite_version,
+                "stored_gold_results_used": self.stored_results_usable and bool(self._stored_results)}
 
     def _resolved(self, db_id: str, stored_gold: str) -> Resolved:
         path = self.database_path(db_id)

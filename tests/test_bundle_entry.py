@@ -205,3 +205,15 @@ def test_root_found_through_file_when_env_unset(sample_bundle, monkeypatch, tmp_
     finally:
         for name in [n for n in sys.modules if n.startswith("staged_copy")]:
             del sys.modules[name]
+
+
+def test_stored_results_ignored_under_another_sqlite_version(tmp_path, fixture_dbs, monkeypatch):
+    root = tmp_path / "other_version"
+    stage_bundle(root, fixture_dbs, rows=[IndexRow("train-00000", "train", "pets_club", GOLD)])
+    index = json.loads((root / "data" / "index.json").read_text())
+    index["sqlite_version"] = "3.0.0"
+    (root / "data" / "index.json").write_text(json.dumps(index))
+    data = bundle_index.load(str(root))
+    assert not data.describe()["stored_gold_results_used"]
+    verdict = scoring_entry.score_call(scoring_entry.read_call({"output": GOLD, "expected": GOLD}), root=str(root))
+    assert verdict.outcome == "match" and not verdict.gold_cached  # computed here, not read from the index
