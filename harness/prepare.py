@@ -143,12 +143,15 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
                               sizes, rules)
     prepare_summary.check_not_empty(selection, sizes)
     rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
-    index = stage_bundle(out / "bundle", selection, rules.catalog)
-    for name in splits.SPLITS:
-        bundle_data.atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
-    summary = prepare_summary.build(selection, sizes, rules, rows, index,
-                                    fetch=source.stats.as_dict(), origin=origin)
-    bundle_data.atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
+    try:
+        index = stage_bundle(out / "bundle", selection, rules.catalog)
+        for name in splits.SPLITS:
+            bundle_data.atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
+        summary = prepare_summary.build(selection, sizes, rules, rows, index,
+                                        fetch=source.stats.as_dict(), origin=origin)
+        bundle_data.atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
+    except OSError as exc:  # every input was read above: this is the output folder
+        raise InputError(f"cannot write the outputs under {out} ({exc}): give --out a writable folder") from None
     return summary
 
 

@@ -249,6 +249,12 @@ def test_bad_flags_are_clear_errors(argv, message, tmp_path, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_an_output_folder_that_is_a_file(tmp_path, capsys):
+    (tmp_path / "taken").write_text("not a folder")
+    assert prepare.main(["--sample", "--out", str(tmp_path / "taken")]) == 3
+    assert "give --out a writable folder" in capsys.readouterr().err
+
+
 def test_negative_sizes_are_refused_by_the_parser(capsys):
     with pytest.raises(SystemExit) as exited:
         prepare.main(["--sample", "--rows", "-1"])
