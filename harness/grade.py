@@ -5,9 +5,7 @@
 
 Inputs (README, "Grading and reports"):
 
-* ``--bundle``: the bundle zip, or a staged bundle folder (``bundle/*.py`` + ``data/``). A zip is
-  extracted to a temporary folder first, refusing absolute paths, ``..``, links and oversized
-  contents.
+* ``--bundle``: the bundle zip, or a staged bundle folder (``bundle/*.py`` + ``data/``).
 * ``--eval``: the eval split, chat JSONL ``{"messages": [system, user, assistant]}``; the final
   assistant message is the gold, the user message the question; row ``i`` (from 0) is
   ``eval-{i:05d}`` unless the line carries ``row_id``/``id``.
@@ -18,25 +16,23 @@ Output: per-row results (harness/results.py), one line per eval row in eval orde
 cannot score (a gold or infrastructure error) is kept with score null, its outcome and the error
 message: the grader never turns "our environment broke" into a 0.
 
-Scoring runs this checkout's ``bundle`` package in-process on the bundle's data (the zip's own
-modules are compared with it, and any difference is reported): the trainer-faithful path, importing
-the zip itself inside Docker, is the emulator's job.
+A zip is graded by its own code: the emulator (harness/emulate.py) checks its entries, unpacks it
+read-only and imports it as the trainer does, then calls its ``grader`` once per row, in this
+process. A staged folder is graded in-process by this checkout's ``bundle`` package on the folder's
+data, with a warning naming any module of the folder that differs. Inside the locked-down trainer
+container, ``harness emulate grader`` writes the same results.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import dataclasses
 import json
 import os
-import stat
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from bundle import bundle_index, scoring_entry
 from bundle.scoring_errors import BundleDataError, ScoringInfrastructureError
@@ -44,8 +40,6 @@ from harness.completions import read_completions
 from harness.errors import InputError
 from harness.results import RowResult, write_results
 
-MAX_ZIP_BYTES = 8 * 1024 ** 3  # uncompressed; Spider's databases together are about 1 GiB
-MAX_ZIP_MEMBERS = 10_000
 BUNDLE_SOURCE = Path(__file__).resolve().parent.parent / "bundle"
 
 
@@ -140,59 +134,42 @@ def grade_rows(rows: list[EvalRow], completions: list[str], root: str | os.PathL
     return [scorer(row, completion, root) for row, completion in zip(rows, completions)]
 
 
-def _safe_member(info: zipfile.ZipInfo) -> Path:
-    name = info.filename
-    parts = Path(name).parts
-    mode = info.external_attr >> 16
-    if name.startswith(("/", "\\")) or "\\" in name or ".." in parts or (parts and ":" in parts[0]):
-        raise InputError(f"bundle zip member {name!r} has an unsafe path; rebuild the zip with `make bundle`")
-    if stat.S_ISLNK(mode):
-        raise InputError(f"bundle zip member {name!r} is a symbolic link; the bundle holds plain files only")
-    return Path(*parts)
-
-
-def extract_zip(path: str | os.PathLike, dest: str | os.PathLike) -> Path:
-    """Extract a bundle zip into ``dest`` safely; returns ``dest``. InputError on anything unsafe."""
-    dest = Path(dest)
-    try:
-        archive = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise InputError(f"cannot open bundle zip {path}: {exc}") from None
-    with archive:
-        members = archive.infolist()
-        if len(members) > MAX_ZIP_MEMBERS or sum(m.file_size for m in members) > MAX_ZIP_BYTES:
-            raise InputError(f"bundle zip {path} is larger than a bundle can be "
-                             f"({len(members)} files); is it the right file?")
-        for info in members:
-            target = dest / _safe_member(info)
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as src, open(target, "wb") as out:
-                while block := src.read(1 << 20):
-                    out.write(block)
-    return dest
-
-
-@contextlib.contextmanager
-def open_bundle(path: str | os.PathLike) -> Iterator[Path]:
-    """The bundle root for a staged folder or a zip (extracted to a temporary folder while in use)."""
-    path = Path(path)
-    if path.is_dir():
-        yield _checked_root(path, path)
-    elif path.is_file():
-        with tempfile.TemporaryDirectory(prefix="spider-grade-") as tmp:
-            yield _checked_root(extract_zip(path, tmp), path)
-    else:
-        raise InputError(f"bundle {path} does not exist; build it with `make bundle` or pass the staged folder")
-
-
-def _checked_root(root: Path, given: Path) -> Path:
+def _checked_root(root: Path, given: str | os.PathLike) -> Path:
     if not (root / bundle_index.INDEX_PATH).is_file():
         raise InputError(f"bundle {given} has no {bundle_index.INDEX_PATH} at its top level; "
                          "pass the zip from `make bundle` or a folder staged by `harness prepare`")
     return root
+
+
+def grade_zip(zip_path: str | os.PathLike, eval_path: str | os.PathLike, rows: list[EvalRow],
+              completions: list[str]) -> list[RowResult]:
+    """Grade with the zip's own grader, unpacked and imported as the trainer does (harness.emulate).
+
+    The emulator reads the split itself (ids by line number); its rows must be the ones ``rows``
+    names, or completions would be paired with the wrong questions.
+    """
+    from harness import emulate, emulate_modes  # only zips need the emulator
+
+    split_rows = emulate_modes.read_split(eval_path, "eval")
+    if [r.id for r in split_rows] != [r.row_id for r in rows]:
+        raise InputError(f"{eval_path}: grading a zip needs rows numbered by line (no blank lines, no "
+                         "row_id fields), as the trainer numbers them; grade the staged folder instead")
+    with emulate.load_bundle(zip_path) as loaded:
+        _checked_root(loaded.root, zip_path)
+        results = emulate_modes.grade_rows(loaded, split_rows, completions)
+        db_of_gold = _single_database_golds(loaded.index())
+    # the emulator names the database only for row ids the index holds; the report's breakdown by
+    # database needs it, and a gold stored under one database names it without doubt
+    return [r if r.db_id else dataclasses.replace(r, db_id=db_of_gold.get(bundle_index.normalize_gold(r.gold), ""))
+            for r in results]
+
+
+def _single_database_golds(index: dict) -> dict[str, str]:
+    """Normalized gold -> db_id, for golds the index stores under exactly one database."""
+    found: dict[str, set[str]] = {}
+    for row in index.get("rows", []):
+        found.setdefault(bundle_index.normalize_gold(str(row.get("gold", ""))), set()).add(str(row.get("db_id", "")))
+    return {gold: dbs.pop() for gold, dbs in found.items() if len(dbs) == 1}
 
 
 def differing_modules(root: Path) -> list[str]:
@@ -224,12 +201,18 @@ def run(args: argparse.Namespace) -> int:
     rows = read_eval(args.eval_path)
     groups = read_completions(args.completions).for_rows([r.row_id for r in rows])
     completions = _one_per_row(groups, rows, args.completions)
-    with open_bundle(args.bundle) as root:
-        differ = differing_modules(root)
+    bundle = Path(args.bundle)
+    if bundle.is_dir():
+        differ = differing_modules(_checked_root(bundle, bundle))
         if differ:
-            print(f"warning: {', '.join(differ)} in {args.bundle} differ from this checkout's bundle/; "
-                  "grading uses this checkout's code on the bundle's data", file=sys.stderr)
-        results = grade_rows(rows, completions, root)
+            print(f"warning: {', '.join(differ)} in {bundle} differ from this checkout's bundle/; grading "
+                  "uses this checkout's code on the folder's data (grade the zip to run its own code)",
+                  file=sys.stderr)
+        results = grade_rows(rows, completions, bundle)
+    elif bundle.is_file():
+        results = grade_zip(bundle, args.eval_path, rows, completions)
+    else:
+        raise InputError(f"bundle {bundle} does not exist; build it with `make bundle` or pass the staged folder")
     write_results(args.out, results)
     outcomes = collections.Counter(r.outcome for r in results)
     scored = [r for r in results if r.scored]

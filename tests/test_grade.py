@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import zipfile
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from harness import bundle_data, grade
 from harness.cli import main
-from harness.errors import InputError
+from harness.errors import InputError, PackError
 from harness.report import build_report, load_stages
 from harness.results import read_results
 
@@ -35,7 +36,7 @@ def write_lines(path: Path, lines: list[str]) -> Path:
 def zip_folder(folder: Path, dest: Path, extra: dict[str, bytes] | None = None) -> Path:
     with zipfile.ZipFile(dest, "w") as archive:
         for path in sorted(folder.rglob("*")):
-            if path.is_file():
+            if path.is_file() and "__pycache__" not in path.parts:
                 archive.write(path, path.relative_to(folder).as_posix())
         for name, data in (extra or {}).items():
             archive.writestr(name, data)
@@ -197,55 +198,65 @@ def _zip_with(path: Path, name: str, data: bytes = b"x", mode: int | None = None
     return path
 
 
-@pytest.mark.parametrize("name, mode, message", [
-    pytest.param("../evil.py", None, "unsafe path", id="a parent-directory entry"),
-    pytest.param("/etc/evil", None, "unsafe path", id="an absolute entry"),
-    pytest.param("data\\..\\evil", None, "unsafe path", id="a backslash entry"),
-    pytest.param("link", stat.S_IFLNK | 0o777, "symbolic link", id="a symlink entry"),
-    pytest.param("verify.py", None, "no data/index.json", id="a zip without the bundle's data"),
+@pytest.mark.parametrize("name, mode, code, message", [
+    pytest.param("../evil.py", None, PackError.exit_code, "parent-folder", id="a parent-directory entry"),
+    pytest.param("/etc/evil", None, PackError.exit_code, "absolute path", id="an absolute entry"),
+    pytest.param("data\\..\\evil", None, PackError.exit_code, "backslash", id="a backslash entry"),
+    pytest.param("link.py", stat.S_IFLNK | 0o777, PackError.exit_code, "symlink", id="a symlink entry"),
+    pytest.param("verify.py", None, InputError.exit_code, "no data/index.json", id="a zip without the bundle's data"),
 ])
-def test_unsafe_or_incomplete_zips_are_refused(tmp_path, eval_files, name, mode, message, capsys):
+def test_unsafe_or_incomplete_zips_are_refused(tmp_path, eval_files, name, mode, code, message, capsys):
     eval_path, completions = eval_files
     bad = _zip_with(tmp_path / "bad.zip", name, mode=mode)
-    code = main(["grade", "--bundle", str(bad), "--eval", str(eval_path), "--completions", str(completions),
-                 "--out", str(tmp_path / "r.jsonl")])
-    assert code == InputError.exit_code
+    assert main(["grade", "--bundle", str(bad), "--eval", str(eval_path), "--completions", str(completions),
+                 "--out", str(tmp_path / "r.jsonl")]) == code
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("make, code, message", [
+    pytest.param(lambda t: t / "nope.zip", InputError.exit_code, "does not exist", id="a missing bundle"),
+    pytest.param(lambda t: write_lines(t / "not.zip", ["hello"]), PackError.exit_code, "as a zip", id="not a zip"),
+])
+def test_missing_bundle_and_non_zip_are_clear_errors(tmp_path, eval_files, capsys, make, code, message):
+    eval_path, completions = eval_files
+    assert main(["grade", "--bundle", str(make(tmp_path)), "--eval", str(eval_path), "--completions",
+                 str(completions), "--out", str(tmp_path / "r.jsonl")]) == code
     assert message in capsys.readouterr().err
 
 
-def test_extraction_writes_nothing_outside_its_folder(tmp_path):
-    bad = _zip_with(tmp_path / "bad.zip", "../evil.py")
-    with pytest.raises(InputError, match="unsafe path"):
-        grade.extract_zip(bad, tmp_path / "inside")
-    assert not (tmp_path / "evil.py").exists()
-
-
-def test_missing_bundle_and_non_zip_are_clear_errors(tmp_path):
-    with pytest.raises(InputError, match="does not exist"):
-        with grade.open_bundle(tmp_path / "nope.zip"):
-            pass
-    (tmp_path / "not.zip").write_text("hello")
-    with pytest.raises(InputError, match="cannot open bundle zip"):
-        with grade.open_bundle(tmp_path / "not.zip"):
-            pass
-
-
-def test_a_zip_whose_code_differs_from_the_checkout_is_reported(sample_bundle, eval_files, tmp_path, capsys):
-    eval_path, completions = eval_files
-    changed = zip_folder(sample_bundle, tmp_path / "b.zip")
-    with zipfile.ZipFile(changed, "a") as archive:
-        archive.writestr("extra.txt", "x")
-    assert main(["grade", "--bundle", str(changed), "--eval", str(eval_path), "--completions", str(completions),
-                 "--out", str(tmp_path / "r.jsonl")]) == 0
-    assert "warning" not in capsys.readouterr().err  # identical modules: no warning
+def test_a_zip_is_graded_by_its_own_code(sample_bundle, eval_files, tmp_path):
+    # a grader edited to score everything 0 shows the zip's own modules ran, not this checkout's
     folder = tmp_path / "edited"
-    grade.extract_zip(changed, folder)
+    shutil.copytree(sample_bundle, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    grader = folder / "grader.py"
+    grader.write_text(grader.read_text() + "\n\ndef compute_score(*args, **kwargs):\n    return 0.0\n")
+    eval_path, completions = eval_files
+    assert main(["grade", "--bundle", str(zip_folder(folder, tmp_path / "edited.zip")), "--eval", str(eval_path),
+                 "--completions", str(completions), "--out", str(tmp_path / "r.jsonl")]) == 0
+    assert [r.score for r in read_results(tmp_path / "r.jsonl")] == [0.0] * 4
+
+
+def test_a_folder_whose_code_differs_from_the_checkout_is_reported(sample_bundle, eval_files, tmp_path, capsys):
+    eval_path, completions = eval_files
+    folder = tmp_path / "copy"
+    shutil.copytree(sample_bundle / "data", folder / "data")
+    for module in grade.BUNDLE_SOURCE.glob("*.py"):  # this checkout's modules as they are now
+        shutil.copy2(module, folder / module.name)
+    args = ["grade", "--bundle", str(folder), "--eval", str(eval_path), "--completions", str(completions)]
+    assert main(args + ["--out", str(tmp_path / "r1.jsonl")]) == 0
+    assert "warning" not in capsys.readouterr().err  # identical modules: no warning
     (folder / "verify.py").write_text((folder / "verify.py").read_text() + "\n# edited\n")
     assert grade.differing_modules(folder) == ["verify.py"]
-    edited = zip_folder(folder, tmp_path / "edited.zip")
-    assert main(["grade", "--bundle", str(edited), "--eval", str(eval_path), "--completions", str(completions),
-                 "--out", str(tmp_path / "r2.jsonl")]) == 0
+    assert main(args + ["--out", str(tmp_path / "r2.jsonl")]) == 0
     assert "verify.py in" in capsys.readouterr().err
+
+
+def test_a_zip_needs_rows_numbered_by_line(sample_bundle, tmp_path):
+    eval_path = write_lines(tmp_path / "eval.jsonl", [eval_line("q", "SELECT count(*) FROM Team", row_id="eval-00007")])
+    with pytest.raises(InputError, match="numbered by line"):
+        grade.grade_zip(zip_folder(sample_bundle, tmp_path / "b.zip"), eval_path, grade.read_eval(eval_path),
+                        ["SELECT 1"])
 
 
 def test_prepared_sample_gold_completions_all_match(prepared_sample, tmp_path):
