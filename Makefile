@@ -86,8 +86,9 @@ report: setup ## compare RESULTS="label=path ..." against BASELINE; print the ta
 docker-engine: ## install (if needed) and start a local Docker engine (root)
 	bash docker/start-engine.sh
 
-docker-base: ## build the offline Debian base image $(BASE_IMAGE) with debootstrap (root)
-	bash docker/build-base.sh $(BASE_IMAGE)
+docker-base: ## build the offline Debian base images (bookworm: Python 3.11; bullseye: 3.9) with debootstrap (root)
+	bash docker/build-base.sh $(BASE_IMAGE) bookworm
+	bash docker/build-base.sh spider-scoring-base:bullseye bullseye
 
 clean: ## remove build outputs (out/, dist/) but not the download cache
 	rm -rf $(OUT) dist build

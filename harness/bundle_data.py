@@ -81,6 +81,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are ordinary readable files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,64 @@
+"""The bundle on CPython 3.9, the oldest it supports: in a Debian bullseye container (python3.9,
+standard library only), imported as a package from a read-only mount, as the trainer would."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+IMAGE = "spider-scoring-base:bullseye"
+
+SCRIPT = r"""
+import doctest, importlib, json, os, sys
+sys.path.insert(0, "/pkgs")
+assert sys.version_info[:2] == (3, 9), sys.version
+os.environ["TRAINER_BUNDLE_ROOT"] = "/pkgs/bundle_under_test"
+reward = importlib.import_module("bundle_under_test.reward")
+grader = importlib.import_module("bundle_under_test.grader")
+out = {
+    "match": reward.compute_score(solution_str="SELECT count(*) FROM Owner", ground_truth="SELECT count(*) FROM Owner"),
+    "wrong": reward.compute_score(solution_str="SELECT 1", ground_truth="SELECT count(*) FROM Owner"),
+    "tie": grader.grade(output="SELECT 'Dev'", expected="SELECT name FROM Player ORDER BY points DESC LIMIT 1"),
+    "forbidden": grader.grade(output="DROP TABLE Owner", expected="SELECT count(*) FROM Owner")["outcome"],
+    "batch": reward.trl_reward(["SELECT count(*) FROM Owner"], ground_truth=["SELECT count(*) FROM Owner"]),
+    "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
+                            for m in ("verify", "sql_extract", "sql_compare", "sql_text", "scoring_limits")),
+}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def docker_client():
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine means: skip, with the reason
+        pytest.skip(f"docker engine not reachable: {exc}")
+    try:
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"image {IMAGE} missing: build it with `make docker-base` (debootstrap, offline)")
+    return client
+
+
+def test_bundle_runs_on_python_39(docker_client, sample_bundle, tmp_path):
+    import json
+    import shutil
+    pkgs = tmp_path / "pkgs"
+    shutil.copytree(sample_bundle, pkgs / "bundle_under_test")
+    for path in [pkgs, *pkgs.rglob("*")]:  # the container runs as nobody
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    output = docker_client.containers.run(
+        IMAGE, ["python3", "-c", SCRIPT], remove=True, network_disabled=True, read_only=True,
+        user="65534:65534", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        environment={"PYTHONDONTWRITEBYTECODE": "1"}, tmpfs={"/tmp": "size=16m"},
+        volumes={str(pkgs): {"bind": "/pkgs", "mode": "ro"}}, mem_limit="512m")
+    result = json.loads(output.decode().strip().splitlines()[-1])
+    assert result["match"] == 1.0 and result["wrong"] == 0.0
+    assert result["tie"]["outcome"] == "match"
+    assert result["forbidden"] == "forbidden"
+    assert result["batch"] == [1.0]
+    assert result["doctest_failures"] == 0
