@@ -93,18 +93,29 @@ def check_against_index(rows: dict[str, list[SplitRow]], index: dict) -> Check:
 
 
 def check_eval_unseen(rows: dict[str, list[SplitRow]], index: dict) -> Check:
+    """No eval database in train or rl, and no eval row (question and gold) there either.
+
+    A question text alone may recur on another database with another gold (Spider asks "How many
+    flights do we have?" of two flight databases): that is a different row, counted, not failed.
+    """
     db_of = {str(r.get("id")): r.get("db_id") for r in index.get("rows", [])}
     training = [r for s in ("train", "rl") for r in rows.get(s, [])]
     train_dbs = {db_of.get(r.id) for r in training}
-    train_questions = {_norm(r.question).lower() for r in training}
-    failures = []
+    train_pairs = {(_norm(r.question).lower(), _norm(r.gold).lower()) for r in training}
+    train_questions = {pair[0] for pair in train_pairs}
+    failures, same_text = [], 0
     for row in rows.get("eval", []):
+        question = _norm(row.question).lower()
         if db_of.get(row.id) in train_dbs:
             failures.append(f"{row.id}: database {db_of.get(row.id)!r} is also used by train or rl")
-        if _norm(row.question).lower() in train_questions:
-            failures.append(f"{row.id}: question {row.question[:60]!r} is also in train or rl")
+        if (question, _norm(row.gold).lower()) in train_pairs:
+            failures.append(f"{row.id}: question {row.question[:60]!r} with the same gold is also in train or rl")
+        elif question in train_questions:
+            same_text += 1
     eval_dbs = {db_of.get(r.id) for r in rows.get("eval", [])}
-    return _check("eval unseen", failures, f"{len(eval_dbs)} eval databases, none in train or rl; no shared question")
+    note = f"; {same_text} question text(s) also asked of another database with another gold" if same_text else ""
+    return _check("eval unseen", failures,
+                  f"{len(eval_dbs)} eval databases, none in train or rl; no eval row in train or rl{note}")
 
 
 # --- fresh-interpreter probes ---------------------------------------------------------------------

@@ -10,7 +10,10 @@ Three kinds of edit, each applied at its first site in the query (so a gold give
 A mutation is only kept as a test case when SQLite says it returns other rows than the gold
 (``differing_mutations``): two results count as the same when, after rounding numbers to 12
 significant digits and ignoring row and column order, they hold the same bag of rows. That
-comparison is more lenient than the scorer's, so a kept mutation must score 0.0.
+comparison is more lenient than the scorer's, so a kept mutation must score 0.0. One exception to
+"different rows": where the gold ends in ``LIMIT`` and rows tie on its ORDER BY keys, the scorer
+lets any tied rows fill the limit, so a mutation returning as many rows, all among the gold's rows
+without its LIMIT, may be right; such mutations are not kept.
 
 Standard library only: it runs inside the trainer container during verification.
 
@@ -171,17 +174,35 @@ def result_bag(database: str | Path, sql: str, timeout_s: float = 2.0, max_rows:
     return collections.Counter(tuple(sorted(_value_key(v) for v in row)) for row in rows)
 
 
+def without_outer_limit(sql: str) -> str | None:
+    """The query without its outermost ``LIMIT ...`` (None when it has none).
+
+    >>> without_outer_limit("SELECT a FROM t ORDER BY b DESC LIMIT 1")
+    'SELECT a FROM t ORDER BY b DESC'
+    >>> without_outer_limit("SELECT a FROM (SELECT a FROM t LIMIT 2)") is None
+    True
+    """
+    toks = tokens(sql)
+    found = [i for i, t in enumerate(toks) if t.kind == "word" and t.depth == 0 and t.text.upper() == "LIMIT"]
+    return _join(toks[:found[-1]]).rstrip() if found else None
+
+
 def differing_mutations(gold: str, database: str | Path, timeout_s: float = 2.0) -> list[Mutation]:
     """The mutations of ``gold`` that run and return rows different from the gold's on ``database``."""
     try:
         original = result_bag(database, gold, timeout_s)
+        unlimited_sql = without_outer_limit(gold)
+        unlimited = result_bag(database, unlimited_sql, timeout_s) if unlimited_sql else None
     except QueryUnusable:
         return []
     kept = []
     for mutation in mutations(gold):
         try:
-            if result_bag(database, mutation.sql, timeout_s) != original:
-                kept.append(mutation)
+            rows = result_bag(database, mutation.sql, timeout_s)
         except QueryUnusable:
             continue
+        may_fill_tie = (unlimited is not None and sum(rows.values()) == sum(original.values())
+                        and not rows - unlimited)
+        if rows != original and not may_fill_tie:
+            kept.append(mutation)
     return kept
