@@ -24,20 +24,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Any, Iterator
 
 from harness.bundle_data import atomic_write_bytes
 from harness.errors import InputError
 from harness.names import DEFAULT_NAMES, REWARD_MODULE, SPLIT_FILES, Names
+from harness import prompts
 
 STAGE_TYPES = ("evaluate", "train")
-# Token estimate: ceil(characters / 4) per message, plus the chat template's per-message markers
-# (Qwen's "<|im_start|>role\n ... <|im_end|>\n" is about 4 tokens). Deliberately simple: the
-# trainer's tokenizer is not available here, and 4 characters per token is the usual English rate.
-CHARS_PER_TOKEN = 4
-TOKENS_PER_MESSAGE = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,12 +223,13 @@ def read_split(path: Path) -> list[tuple[int, list[dict]]]:
 
 
 def estimate_tokens(messages: list[dict]) -> int:
-    """Token estimate of a chat: ceil(chars / 4) per message + 4 template tokens per message.
+    """Token estimate of a chat, the same as prepare's summary (harness.prompts): ceil(chars / 3.5)
+    per message + 4 chat-template tokens per message.
 
     >>> estimate_tokens([{"role": "user", "content": "x" * 9}])
     7
     """
-    return sum(math.ceil(len(m["content"]) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE for m in messages)
+    return sum(prompts.estimate_tokens(m["content"]) + prompts.TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
 
 
 def _prompt(messages: list[dict]) -> list[dict]:

@@ -34,9 +34,10 @@ INSTRUCTIONS = (
 CHARS_PER_TOKEN = 3.5
 TEMPLATE_TOKENS_PER_MESSAGE = 4
 # The reference example's trainer settings: maxSeqLength for SFT (prompt and answer) and for
-# GRPO (prompt and the sampled completion; we reserve as many tokens as the gold has).
+# GRPO (prompt and the sampled completion, maxCompletionLength tokens at most).
 SFT_MAX_TOKENS = 768
 GRPO_MAX_TOKENS = 384
+GRPO_COMPLETION_TOKENS = 64
 
 
 def system_prompt(schema: Sequence[str]) -> str:
@@ -73,7 +74,7 @@ def prompt_stats(rows: Sequence[dict]) -> dict:
     """Prompt lengths of one split: characters and estimated tokens, and rows over the limits.
 
     ``over_sft``: prompt + gold over SFT_MAX_TOKENS (the row would be cut in supervised tuning);
-    ``over_grpo``: prompt + a completion as long as the gold over GRPO_MAX_TOKENS.
+    ``over_grpo``: prompt + a full-length completion (GRPO_COMPLETION_TOKENS) over GRPO_MAX_TOKENS.
     """
     if not rows:
         return {"rows": 0, "max_chars": 0, "mean_chars": 0, "max_tokens": 0, "mean_tokens": 0,
@@ -88,5 +89,5 @@ def prompt_stats(rows: Sequence[dict]) -> dict:
         "max_tokens": max(prompt for prompt, _ in tokens),
         "mean_tokens": round(sum(prompt for prompt, _ in tokens) / len(tokens), 1),
         "over_sft": sum(total > SFT_MAX_TOKENS for total in totals),
-        "over_grpo": sum(total > GRPO_MAX_TOKENS for total in totals),
+        "over_grpo": sum(prompt + GRPO_COMPLETION_TOKENS > GRPO_MAX_TOKENS for prompt, _ in tokens),
     }

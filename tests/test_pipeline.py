@@ -137,9 +137,9 @@ def test_rl_passes_are_reported_as_the_reference_does(data):
     assert any("1200 prompts over 600 rows of rl.jsonl: 2.00 passes" in n for n in notes), notes
 
 
-def test_estimate_is_a_quarter_of_the_characters_plus_template_tokens():
-    assert estimate_tokens([{"role": "user", "content": "x" * 400}]) == 104
-    assert estimate_tokens([{"role": "user", "content": "x" * 401}, {"role": "system", "content": ""}]) == 109
+def test_estimate_is_chars_over_3_5_plus_template_tokens_as_in_prepare():
+    assert estimate_tokens([{"role": "user", "content": "x" * 350}]) == 104
+    assert estimate_tokens([{"role": "user", "content": "x" * 351}, {"role": "system", "content": ""}]) == 109
 
 
 def test_a_prompt_too_long_for_grpo_names_its_line_and_the_length_needed(tmp_path):
