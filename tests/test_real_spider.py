@@ -87,3 +87,46 @@ def test_known_broken_golds_are_exactly_three(spider_dir):
                for g in golds if bare_rows(database_path(db_id), g) is None}
     broken_rows = [r for r in ROWS if (r["db_id"], r["query"]) in failing]
     assert len(broken_rows) == KNOWN_BROKEN_GOLDS, broken_rows
+
+
+def mutation_cases(limit: int = 400) -> list[tuple[str, str, str]]:
+    """(db_id, gold, mutated) for up to ``limit`` mutations of dev golds, spread over the split."""
+    from harness import mutate
+    cases = []
+    dev = [r for r in ROWS[:1034] if database_path(r["db_id"])] if SPIDER else []
+    rng = random.Random(1)
+    for row in rng.sample(dev, len(dev)):
+        for mutation in mutate.mutations(row["query"]):
+            cases.append((row["db_id"], row["query"], mutation.sql))
+        if len(cases) >= limit:
+            break
+    return cases[:limit]
+
+
+def test_mutated_golds_scored_by_the_rows_they_return(spider_dir):
+    from harness import mutate
+    cases = mutation_cases()
+    assert len(cases) >= 300
+    checked = collections.Counter()
+    try:
+        for db_id, gold, mutated in cases:
+            path = database_path(db_id)
+            gold_rows, mutated_rows = bare_rows(path, gold), bare_rows(path, mutated)
+            if gold_rows is None or mutated_rows is None:
+                continue  # a mutation that fails is a prediction error: covered elsewhere
+            verdict = verify(mutated, gold, str(path))
+            if mutated_rows == gold_rows:  # the very same rows, same order: must match
+                assert verdict.outcome == "match", (gold, mutated, verdict)
+                checked["same rows"] += 1
+                continue
+            try:
+                differs = mutated in [m.sql for m in mutate.differing_mutations(gold, path)]
+            except mutate.QueryUnusable:
+                continue
+            if differs:  # other rows even ignoring order and ties: must not match
+                assert verdict.score == 0.0, (gold, mutated, verdict)
+                checked["different rows"] += 1
+    finally:
+        sql_guard.forget_connections()
+    print(dict(checked))
+    assert checked["different rows"] >= 150 and checked["same rows"] >= 20, checked
