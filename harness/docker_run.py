@@ -179,6 +179,7 @@ class ContainerResult:
     seconds: float
     timed_out: bool = False
     oom_killed: bool = False
+    name: str = ""
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -234,7 +235,7 @@ def run_container(client, config: dict[str, Any], *, timeout_s: float = 3600.0,
         container.reload()
         oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
         return ContainerResult(int(status.get("StatusCode", -1)), stdout, "".join(chunks),
-                               time.monotonic() - started, timed_out.is_set(), oom)
+                               time.monotonic() - started, timed_out.is_set(), oom, config["name"])
     finally:
         if timer is not None:
             timer.cancel()
