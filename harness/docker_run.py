@@ -284,8 +284,11 @@ def emulator_job(job: list[str], inputs: dict[str, Path], *, unpacked_bytes: int
         raise DockerUnavailable(f"the trainer container gave no result: {cause}") from None
     if "error" in document:
         kind = getattr(errors, str(document.get("error_type")), errors.HarnessError)
+        message = str(document["error"])
+        for name, path in inputs.items():  # name the user's files, not their mounted copies
+            message = message.replace(f"{MOUNT}/in/{name}", str(path))
         raise (kind if isinstance(kind, type) and issubclass(kind, errors.HarnessError)
-               else errors.HarnessError)(document["error"])
+               else errors.HarnessError)(message)
     return document, result
 
 

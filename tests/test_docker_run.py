@@ -246,5 +246,6 @@ def test_an_input_error_inside_the_container_comes_back_as_one(client, prepared_
            "--completions", "/opt/spider/in/completions.jsonl"]
     inputs = {"bundle.zip": tmp_path / "bundle.zip", "eval.jsonl": prepared_sample / "data" / "eval.jsonl",
               "completions.jsonl": tmp_path / "c.jsonl"}
-    with pytest.raises(InputError, match="eval-00999"):
+    with pytest.raises(InputError, match="eval-00999") as caught:
         docker_run.emulator_job(job, inputs, unpacked_bytes=summary.unpacked_bytes, say=lambda s: None)
+    assert str(tmp_path / "c.jsonl") in str(caught.value) and "/opt/spider" not in str(caught.value)
