@@ -47,8 +47,9 @@ MiB = 1024 * 1024
 
 @dataclasses.dataclass(frozen=True)
 class RunLimits:
-    """Resource limits of one container. Memory leaves room for the scorer's 1 GiB SQLite heap
-    ceiling plus Python and the tmpfs (which counts against the same cgroup)."""
+    """Resource limits of one container. Memory leaves room for the scorer's SQLite heap ceiling
+    (``heap_limit_bytes``, raised up to 1 GiB by some users) plus Python and the tmpfs, which
+    counts against the same cgroup."""
 
     mem_bytes: int = 2048 * MiB
     pids: int = 128
