@@ -1,0 +1,290 @@
+"""`loadtest`: a bounded load test of the grader service, from this process, over loopback.
+
+    python3 -m harness loadtest [--url URL | --zip dist/spider-scoring.zip [--docker]]
+        [--eval out/data/eval.jsonl] [--requests 5000] [--concurrency 32] [--runaway-every 100]
+
+Two phases over the same server: ``mixed`` (correct, wrong and hostile completions of the eval
+rows) and ``mixed+runaway`` (the same, with a query that only the bundle's deadline stops in every
+``--runaway-every``-th request). Each request is one HTTP connection from a pool of
+``--concurrency`` client threads. Every answer is checked against the one the same envelope got
+alone (``harness.service_workload.calibrate``): a failed request (transport error or non-200) and
+a lost or different answer are both counted, and either fails the run. The workers' resident
+memory is read from ``/metrics`` every ``--sample-every`` seconds: the run also fails when a
+worker that lived through a phase grew more than ``--max-growth-mib``.
+
+Without ``--url`` the server is started for the test (a local process, or the container with
+``--docker``) and stopped afterwards. Figures are printed; ``--json PATH`` writes them too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import http.client
+import json
+import statistics
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from harness import service_settings
+from harness.errors import InputError
+from harness.names import BUNDLE_ZIP
+from harness.service_process import LocalServer, parse_prometheus, request
+from harness.service_workload import Probe, calibrate, load_probes, schedule
+
+MiB = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One request of a run."""
+
+    kind: str
+    seconds: float
+    status: int  # 0: transport error (no HTTP answer at all)
+    answer_ok: bool  # the answer is the calibrated one (and the request id came back)
+    detail: str = ""
+
+
+def _send(host: str, port: int, probe: Probe, request_id: str, timeout: float) -> Outcome:
+    started = time.monotonic()
+    try:
+        reply = request(host, port, "POST", "/grade", raw=probe.body(), headers={"X-Request-Id": request_id},
+                        timeout=timeout)
+    except (OSError, http.client.HTTPException) as exc:
+        return Outcome(probe.kind, time.monotonic() - started, 0, False, f"{type(exc).__name__}: {exc}")
+    seconds = time.monotonic() - started
+    body = reply.json if isinstance(reply.json, dict) else {}
+    answer = (float(body["score"]), str(body.get("outcome"))) if "score" in body else None
+    ok = reply.status == 200 and answer == probe.expected and reply.headers.get("x-request-id") == request_id
+    detail = "" if ok else f"{probe.label}: HTTP {reply.status}, got {answer}, expected {probe.expected}"
+    return Outcome(probe.kind, seconds, reply.status, ok, detail)
+
+
+class MemorySampler:
+    """Reads each worker's resident memory from /metrics at an interval, in a thread."""
+
+    def __init__(self, host: str, port: int, every: float) -> None:
+        self.host, self.port, self.every = host, port, every
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def sample(self) -> None:
+        try:
+            text = request(self.host, self.port, "GET", "/metrics", timeout=10).text
+        except (OSError, http.client.HTTPException):
+            return  # a missed sample is not a failed request; the next one comes soon
+        rss = {k.split('pid="')[1].rstrip('"}'): v for k, v in parse_prometheus(text).items()
+               if k.startswith("spider_grader_worker_rss_bytes{")}
+        self.samples.append((time.monotonic(), rss))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def __enter__(self) -> "MemorySampler":
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+def memory_summary(samples: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
+    """First and last RSS of each worker seen, and the largest growth of one that lived throughout.
+
+    >>> memory_summary([(0, {"1": 10 * MiB}), (1, {"1": 11 * MiB, "2": 9 * MiB})])["max_growth_mib"]
+    1.0
+    """
+    first, last, peak = {}, {}, {}
+    for _t, rss in samples:
+        for pid, value in rss.items():
+            first.setdefault(pid, value)
+            last[pid] = value
+            peak[pid] = max(peak.get(pid, 0.0), value)
+    survivors = [p for p in first if samples and p in samples[0][1] and p in samples[-1][1]]
+    growth = max((last[p] - first[p] for p in survivors), default=0.0)
+    return {"samples": len(samples), "workers_seen": len(first), "workers_throughout": len(survivors),
+            "first_mib": {p: round(v / MiB, 1) for p, v in first.items()},
+            "last_mib": {p: round(v / MiB, 1) for p, v in last.items()},
+            "peak_mib": round(max(peak.values(), default=0.0) / MiB, 1),
+            "max_growth_mib": round(growth / MiB, 2)}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of a non-empty list.
+
+    >>> percentile([1.0, 2.0, 3.0, 4.0], 50)
+    2.0
+    """
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
+    return ordered[rank - 1]
+
+
+def latency(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ms = [v * 1000 for v in values]
+    return {"p50_ms": round(percentile(ms, 50), 2), "p90_ms": round(percentile(ms, 90), 2),
+            "p99_ms": round(percentile(ms, 99), 2), "max_ms": round(max(ms), 2),
+            "mean_ms": round(statistics.fmean(ms), 2)}
+
+
+def run_phase(host: str, port: int, order: list[Probe], concurrency: int, *, name: str,
+              sample_every: float = 1.0, timeout: float = 60.0) -> dict[str, Any]:
+    """Send ``order`` with ``concurrency`` client threads; figures of the phase."""
+    with MemorySampler(host, port, sample_every) as sampler:
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="load") as pool:
+            tag = "".join(c if c.isalnum() else "-" for c in name)  # request ids are [A-Za-z0-9._-]
+            results = list(pool.map(lambda item: _send(host, port, item[1], f"{tag}-{item[0]}", timeout),
+                                    enumerate(order)))
+        elapsed = time.monotonic() - started
+    failed = [r for r in results if r.status != 200]
+    wrong = [r for r in results if r.status == 200 and not r.answer_ok]
+    by_kind = {kind: {"requests": len(group), **latency([r.seconds for r in group])}
+               for kind in sorted({r.kind for r in results})
+               for group in [[r for r in results if r.kind == kind]]}
+    return {"phase": name, "requests": len(results), "concurrency": concurrency, "failed": len(failed),
+            "wrong_answers": len(wrong), "seconds": round(elapsed, 2),
+            "throughput_rps": round(len(results) / elapsed, 1) if elapsed else 0.0,
+            **latency([r.seconds for r in results]), "by_kind": by_kind,
+            "examples": [r.detail for r in (failed + wrong)[:5]], "memory": memory_summary(sampler.samples)}
+
+
+def _calibrate_on(host: str, port: int, probes: dict[str, list[Probe]]) -> dict[str, list[Probe]]:
+    def grade(probe: Probe) -> tuple[int, Any]:
+        reply = request(host, port, "POST", "/grade", raw=probe.body(), timeout=60)
+        return reply.status, reply.json
+    return calibrate(probes, grade)
+
+
+def run_load(url: str, eval_path: Path, *, requests: int, concurrency: int, runaway_every: int,
+             max_rows: int | None = None, sample_every: float = 1.0, seed: int = 7) -> dict[str, Any]:
+    """Calibrate, then the two phases; every figure of the run."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme != "http" or not parsed.hostname:
+        raise InputError(f"--url {url!r} is not http://HOST:PORT")
+    host, port = parsed.hostname, parsed.port or 80
+    health = request(host, port, "GET", "/health", timeout=10).json or {}
+    probes = _calibrate_on(host, port, load_probes(eval_path, max_rows))
+    # Warm every worker (imports, connections, caches) so that memory is compared warm to warm.
+    warm = run_phase(host, port, schedule(probes, max(200, 20 * int(health.get("settings", {}).get("workers", 8))),
+                                          0, seed + 1), concurrency, name="warm-up", sample_every=sample_every)
+    phases = [run_phase(host, port, schedule(probes, requests, 0, seed), concurrency, name="mixed",
+                        sample_every=sample_every)]
+    if runaway_every:
+        phases.append(run_phase(host, port, schedule(probes, requests, runaway_every, seed), concurrency,
+                                name="mixed+runaway", sample_every=sample_every))
+    metrics = parse_prometheus(request(host, port, "GET", "/metrics", timeout=10).text)
+    return {"url": url, "bundle_sha256": (health.get("bundle") or {}).get("sha256"),
+            "workers": (health.get("settings") or {}).get("workers"),
+            "probes": {kind: len(items) for kind, items in probes.items()},
+            "runaway_every": runaway_every, "warm_up": {k: warm[k] for k in ("requests", "failed", "wrong_answers")},
+            "phases": phases,
+            "outcomes": {k.split('"')[1]: int(v) for k, v in metrics.items()
+                         if k.startswith("spider_grader_outcomes_total{")},
+            "worker_exits": {k.split('"')[1]: int(v) for k, v in metrics.items()
+                             if k.startswith("spider_grader_worker_exits_total{")}}
+
+
+def render(report: dict[str, Any], max_growth_mib: float) -> str:
+    """The figures as a readable table."""
+    lines = [f"load test on {report['url']}: {report['workers']} workers, bundle {str(report['bundle_sha256'])[:16]}",
+             "distinct envelopes: " + ", ".join(f"{k} {v}" for k, v in report["probes"].items()),
+             "warm-up: {requests} requests, {failed} failed, {wrong_answers} wrong (not in the figures)".format(**report["warm_up"]),
+             ""]
+    head = f"{'phase':<15}{'requests':>9}{'failed':>8}{'wrong':>7}{'seconds':>9}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'RSS growth':>12}"
+    lines += [head, "-" * len(head)]
+    for p in report["phases"]:
+        lines.append(f"{p['phase']:<15}{p['requests']:>9}{p['failed']:>8}{p['wrong_answers']:>7}{p['seconds']:>9}"
+                     f"{p['throughput_rps']:>8}{p['p50_ms']:>9}{p['p99_ms']:>9}{p['max_ms']:>9}"
+                     f"{p['memory']['max_growth_mib']:>9} MiB")
+    for p in report["phases"]:
+        lines += ["", f"{p['phase']}: latency by kind"]
+        for kind, figures in p["by_kind"].items():
+            lines.append(f"  {kind:<9}{figures['requests']:>6} requests  p50 {figures['p50_ms']} ms  "
+                         f"p99 {figures['p99_ms']} ms  max {figures['max_ms']} ms")
+        memory = p["memory"]
+        lines.append(f"  worker RSS (MiB), first -> last sample: " + ", ".join(
+            f"{pid}: {memory['first_mib'][pid]} -> {memory['last_mib'][pid]}" for pid in memory["first_mib"]))
+        lines.append(f"  {memory['samples']} samples, {memory['workers_seen']} workers seen, peak {memory['peak_mib']} MiB")
+        lines += [f"  ! {example}" for example in p["examples"]]
+    lines += ["", "outcomes counted by the service: " + ", ".join(f"{k} {v}" for k, v in report["outcomes"].items() if v),
+              "workers stopped by the service: " + (", ".join(f"{k} {v}" for k, v in report["worker_exits"].items()) or "none")]
+    problems = problems_of(report, max_growth_mib)
+    lines.append("verdict: " + ("pass" if not problems else "FAIL: " + "; ".join(problems)))
+    return "\n".join(lines)
+
+
+def problems_of(report: dict[str, Any], max_growth_mib: float) -> list[str]:
+    problems = []
+    if report["warm_up"]["failed"] or report["warm_up"]["wrong_answers"]:
+        problems.append("warm-up: failed requests or wrong answers")
+    for p in report["phases"]:
+        if p["failed"]:
+            problems.append(f"{p['phase']}: {p['failed']} failed requests")
+        if p["wrong_answers"]:
+            problems.append(f"{p['phase']}: {p['wrong_answers']} lost or different answers")
+        if p["memory"]["max_growth_mib"] > max_growth_mib:
+            problems.append(f"{p['phase']}: a worker grew {p['memory']['max_growth_mib']} MiB (limit {max_growth_mib})")
+    return problems
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="an already running service (default: start one from --zip for the test)")
+    parser.add_argument("--zip", type=Path, default=BUNDLE_ZIP, help=f"bundle zip to serve (default: {BUNDLE_ZIP})")
+    parser.add_argument("--docker", action="store_true", help="start the service in its container, not as a local process")
+    parser.add_argument("--base-image", help="base of the service image with --docker (default: $BASE_IMAGE or the offline base)")
+    parser.add_argument("--out", type=Path, default=Path("out"), help="prepare's output folder (default: out)")
+    parser.add_argument("--eval", type=Path, help="eval split for the envelopes (default: OUT/data/eval.jsonl)")
+    parser.add_argument("--requests", type=int, default=5000, help="requests per phase (default: 5000)")
+    parser.add_argument("--concurrency", type=int, default=32, help="client threads (default: 32)")
+    parser.add_argument("--runaway-every", type=int, default=100,
+                        help="second phase: a runaway query every N requests; 0 skips that phase (default: 100)")
+    parser.add_argument("--max-rows", type=int, help="use only the first N eval rows")
+    parser.add_argument("--sample-every", type=float, default=1.0, help="seconds between RSS samples (default: 1)")
+    parser.add_argument("--max-growth-mib", type=float, default=16.0,
+                        help="fail when a worker's RSS grows more than this during a phase (default: 16)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--workers", type=int, default=service_settings.default_workers(),
+                        help="workers of the server started for the test (default: 2 per core)")
+
+
+def _local_or_docker(args: argparse.Namespace):
+    """The server to test when no --url is given: a context manager with a ``url``."""
+    settings = service_settings.ServiceSettings(workers=args.workers)
+    if args.docker:
+        from harness.service_docker import ServiceContainer
+        return ServiceContainer(args.zip, settings, base_image=args.base_image)
+    return LocalServer(args.zip, settings)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.requests <= 0 or args.concurrency <= 0 or args.runaway_every < 0:
+        raise InputError("--requests and --concurrency must be positive, --runaway-every 0 or more")
+    eval_path = args.eval or args.out / "data" / "eval.jsonl"
+    if not eval_path.is_file():
+        raise InputError(f"eval split {eval_path} does not exist: run `make sample-bundle` (or `make bundle`) "
+                         "first, or pass --eval")
+    options = dict(requests=args.requests, concurrency=args.concurrency, runaway_every=args.runaway_every,
+                   max_rows=args.max_rows, sample_every=args.sample_every)
+    if args.url:
+        report = run_load(args.url, eval_path, **options)
+    else:
+        with _local_or_docker(args) as server:
+            report = run_load(server.url, eval_path, **options)
+    print(render(report, args.max_growth_mib))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 1 if problems_of(report, args.max_growth_mib) else 0

@@ -1,0 +1,262 @@
+"""The grader service's WSGI application: routes, body limits, envelopes in, scores or errors out.
+
+| method and path | answer |
+|---|---|
+| ``POST /grade`` (also ``POST /``) | one envelope ``{"input", "output", "expected"}`` -> ``{"score", "outcome", "explanation", "sql"}`` |
+| ``POST /grade/batch`` | ``{"envelopes": [...]}`` (or a bare list) -> ``{"results": [...], "counts", "scored", "unscored"}`` |
+| ``GET /health`` | bundle SHA-256, SQLite versions (runtime and build), data summary, worker pid |
+| ``GET /readyz`` / ``GET /livez`` | 200 once the bundle's data is checked / while the process answers |
+| ``GET /metrics`` | Prometheus text format, summed over the workers |
+
+Every answer that is not a score (bad JSON, a body over the limit, an infrastructure fault of the
+bundle, a worker stopped at its hard limit) is an HTTP error with a JSON body
+(``harness.service_bundle.GradeError.body``), never a ``score``. The application runs inside
+gunicorn's sync workers (``harness.service_server``), which give it the client socket for the
+watchdog, a heartbeat and a way to retire the worker (``WorkerLink``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from typing import Any, Callable, Iterable
+
+from harness.service_bundle import GradeError, ServedBundle
+from harness.service_guard import Watchdog
+from harness.service_metrics import CONTENT_TYPE as METRICS_TYPE, Metrics
+from harness.service_settings import ServiceSettings
+
+log = logging.getLogger("spider_grader.access")
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+           413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
+           503: "Service Unavailable", 504: "Gateway Timeout"}
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+GRADE_PATHS = ("/", "/grade")
+BATCH_PATH = "/grade/batch"
+
+
+class HttpError(Exception):
+    """An answer that is not a score, raised anywhere in a request's handling."""
+
+    def __init__(self, error: GradeError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def request_error(status: int, error: str, message: str) -> HttpError:
+    """The service's own errors: 4xx are the request's fault, 5xx the service's."""
+    outcome = "request_error" if status < 500 else "infrastructure_error"
+    return HttpError(GradeError(status, error, outcome, message))
+
+
+@dataclasses.dataclass
+class WorkerLink:
+    """What the application needs from the worker process it runs in (no-ops outside gunicorn)."""
+
+    notify: Callable[[], None] = lambda: None  # gunicorn's heartbeat: "still alive"
+    retire: Callable[[str], None] = lambda reason: None  # exit after this request, a new one is forked
+    watchdog: Watchdog | None = None
+
+
+def read_body(environ: dict, limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes (413 above it, checked before reading when declared)."""
+    declared = environ.get("CONTENT_LENGTH") or ""
+    if declared:
+        if not declared.isdigit():
+            raise request_error(400, "BadContentLength", f"Content-Length {declared[:40]!r} is not a number")
+        if int(declared) > limit:
+            raise request_error(413, "BodyTooLarge", f"the body is {int(declared):,} bytes, over this "
+                                f"endpoint's limit of {limit:,}: send fewer or smaller envelopes")
+    stream, chunks, total = environ["wsgi.input"], [], 0
+    while True:  # also bounds a chunked body, which declares no length
+        block = stream.read(min(1 << 16, limit + 1 - total))
+        if not block:
+            break
+        chunks.append(block)
+        total += len(block)
+        if total > limit:
+            raise request_error(413, "BodyTooLarge", f"the body is over this endpoint's limit of {limit:,} bytes")
+    return b"".join(chunks)
+
+
+def parse_json(body: bytes) -> Any:
+    """The body as JSON; 400 naming the problem when it is not UTF-8 JSON."""
+    if not body.strip():
+        raise request_error(400, "MalformedJSON", "the body is empty: POST a JSON envelope "
+                            '{"input": ..., "output": ..., "expected": ...}')
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise request_error(400, "MalformedJSON", f"the body is not UTF-8 JSON: {str(exc)[:200]}") from None
+
+
+def check_envelope(value: Any, where: str = "the body") -> dict[str, Any]:
+    """An envelope must be a JSON object; what it holds is the bundle's to judge (CallArgumentsError)."""
+    if not isinstance(value, dict):
+        raise request_error(400, "InvalidEnvelope", f"{where} is a JSON {type(value).__name__}, not an "
+                            'object: send {"input": ..., "output": ..., "expected": ...}')
+    return value
+
+
+class GraderApp:
+    """The WSGI callable. Built once in the arbiter; each forked worker attaches its ``WorkerLink``."""
+
+    def __init__(self, bundle: ServedBundle, settings: ServiceSettings, metrics: Metrics) -> None:
+        self.bundle = bundle
+        self.settings = settings
+        self.metrics = metrics
+        self.link = WorkerLink()
+        self._routes: dict[str, dict[str, Callable[[dict, str], tuple[int, Any]]]] = {
+            **{path: {"POST": self._post_grade} for path in GRADE_PATHS},
+            BATCH_PATH: {"POST": self._post_batch},
+            "/health": {"GET": self._get_health},
+            "/readyz": {"GET": self._get_ready},
+            "/livez": {"GET": lambda environ, rid: (200, {"status": "alive", "pid": os.getpid()})},
+            "/metrics": {"GET": lambda environ, rid: (200, self.metrics.render())},
+        }
+
+    # -- WSGI ------------------------------------------------------------------------------
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        started = time.monotonic()
+        path, method = environ.get("PATH_INFO") or "/", environ.get("REQUEST_METHOD", "GET")
+        given = environ.get("HTTP_X_REQUEST_ID", "")
+        request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
+        self.metrics.in_flight.inc()
+        notes: dict[str, Any] = {}
+        try:
+            status, payload = self._dispatch(environ, path, method, request_id, notes)
+        finally:
+            self.metrics.in_flight.dec()
+            if self.link.watchdog is not None:
+                self.link.watchdog.disarm()  # from here on the main thread answers, not the watchdog
+        body, ctype = ((payload, METRICS_TYPE) if isinstance(payload, bytes)
+                       else (json.dumps(payload).encode(), "application/json"))
+        endpoint = path if path in self._routes else "other"
+        seconds = time.monotonic() - started
+        self.metrics.requests.labels(endpoint, str(status)).inc()
+        self.metrics.latency.labels(endpoint).observe(seconds)
+        self._after_request()
+        log.info("request", extra={"event": "request", "request_id": request_id, "method": method,
+                                   "path": path[:200], "status": status, "ms": round(seconds * 1000, 2), **notes})
+        headers = [("Content-Type", ctype), ("Content-Length", str(len(body))), ("X-Request-Id", request_id)]
+        if status == 405:
+            headers.append(("Allow", ", ".join(self._routes.get(path, {}))))
+        start_response(f"{status} {REASONS.get(status, 'Error')}", headers)
+        return [body]
+
+    def _dispatch(self, environ: dict, path: str, method: str, request_id: str,
+                  notes: dict[str, Any]) -> tuple[int, Any]:
+        if self.link.watchdog is not None:  # the hard limit covers reading the body too
+            self.link.watchdog.arm(environ.get("gunicorn.socket"), self.settings.envelope_timeout_s, request_id)
+        try:
+            handlers = self._routes.get(path)
+            if handlers is None:
+                raise request_error(404, "NotFound", f"no endpoint {path[:100]!r}: POST /grade or /grade/batch, "
+                                    "GET /health, /readyz, /livez, /metrics")
+            handler = handlers.get(method)
+            if handler is None:
+                raise request_error(405, "MethodNotAllowed", f"{method} is not allowed on {path}: use "
+                                    f"{', '.join(handlers)}")
+            status, payload = handler(environ, request_id)
+            if isinstance(payload, dict) and path in GRADE_PATHS + (BATCH_PATH,):
+                notes.update({k: payload[k] for k in ("outcome", "counts") if k in payload})
+            return status, payload
+        except HttpError as exc:
+            self._count_error(exc.error)
+            notes.update(error=exc.error.error, outcome=exc.error.outcome)
+            return exc.error.status, exc.error.body()
+        except MemoryError:
+            # RLIMIT_AS refused an allocation outside SQLite: answer, then let a fresh worker take over.
+            self.link.retire("memory_error")
+            error = GradeError(503, "WorkerMemoryLimit", "infrastructure_error",
+                               "the worker ran out of memory (its RLIMIT_AS) while grading; it is being "
+                               "replaced. The example is unscored: retry it")
+            self._count_error(error)
+            notes.update(error=error.error)
+            return error.status, error.body()
+        except Exception:  # a bug of the service: still a JSON error, never a score
+            logging.getLogger("spider_grader.error").exception("unexpected error answering a request")
+            error = GradeError(500, "InternalError", "infrastructure_error",
+                               "the service failed unexpectedly; see its log")
+            self._count_error(error)
+            notes.update(error=error.error)
+            return error.status, error.body()
+
+    # -- endpoints -------------------------------------------------------------------------
+    def _post_grade(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        envelope = check_envelope(parse_json(read_body(environ, self.settings.max_body_bytes)))
+        return 200, self._grade_one(envelope)
+
+    def _post_batch(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        data = parse_json(read_body(environ, self.settings.max_batch_bytes))
+        items = data.get("envelopes") if isinstance(data, dict) else data
+        if not isinstance(items, list):
+            raise request_error(400, "InvalidBatch", 'send {"envelopes": [envelope, ...]} or a JSON list of envelopes')
+        if len(items) > self.settings.max_batch_items:
+            raise request_error(413, "BatchTooLarge", f"{len(items)} envelopes, over the limit of "
+                                f"{self.settings.max_batch_items} a batch: split it")
+        envelopes = [check_envelope(item, f"envelope {i}") for i, item in enumerate(items)]
+        deadline = time.monotonic() + self.settings.request_timeout_s
+        results: list[dict[str, Any]] = []
+        for envelope in envelopes:
+            self.link.notify()  # a long batch is not a stuck worker
+            if time.monotonic() > deadline:
+                error = GradeError(504, "RequestDeadline", "unscored", "not graded: the batch's deadline of "
+                                   f"{self.settings.request_timeout_s:g} s passed first; send it again")
+                self._count_error(error)
+                results.append(error.body())
+                continue
+            if self.link.watchdog is not None:
+                self.link.watchdog.arm(environ.get("gunicorn.socket"), self.settings.envelope_timeout_s, request_id)
+            try:
+                results.append(self._grade_one(envelope))
+            except HttpError as exc:  # one envelope's fault is that item's answer, not the batch's
+                self._count_error(exc.error)
+                results.append(exc.error.body())
+        counts: dict[str, int] = {}
+        for item in results:
+            counts[item["outcome"]] = counts.get(item["outcome"], 0) + 1
+        scored = sum(1 for item in results if "score" in item)
+        return 200, {"results": results, "counts": counts, "scored": scored, "unscored": len(results) - scored}
+
+    def _grade_one(self, envelope: dict[str, Any]) -> dict[str, Any]:
+        try:
+            verdict = self.bundle.grade(envelope)
+        except TypeError as exc:  # e.g. a keyword the bundle's signature already binds
+            raise request_error(400, "InvalidEnvelope", f"the envelope's keys cannot be passed to the grader: {exc}") from None
+        except Exception as exc:
+            error = self.bundle.classify(exc)
+            if error is None:
+                logging.getLogger("spider_grader.error").exception("unexpected error while grading")
+                error = GradeError(500, "InternalError", "infrastructure_error",
+                                   f"the grader failed unexpectedly ({type(exc).__name__}); see the service log")
+            raise HttpError(error) from None
+        self.metrics.outcomes.labels(verdict["outcome"]).inc()
+        return {"score": verdict["score"], "outcome": verdict["outcome"],
+                "explanation": verdict["explanation"], "sql": verdict.get("sql")}
+
+    def _get_health(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        return 200, {"status": "ok" if self.bundle.ready else "starting", "ready": self.bundle.ready,
+                     "bundle": self.bundle.health(), "pid": os.getpid(),
+                     "settings": dataclasses.asdict(self.settings)}
+
+    def _get_ready(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        if not self.bundle.ready:
+            raise request_error(503, "NotReady", "the bundle's data is not checked yet")
+        return 200, {"ready": True, "sha256": self.bundle.sha256}
+
+    # -- bookkeeping -----------------------------------------------------------------------
+    def _count_error(self, error: GradeError) -> None:
+        self.metrics.errors.labels(error.error).inc()
+        if error.outcome in ("infrastructure_error", "gold_error"):
+            self.metrics.outcomes.labels(error.outcome).inc()
+
+    def _after_request(self) -> None:
+        """Retire a worker that grew past its resident-memory ceiling (it answers this request first)."""
+        if self.metrics.sample_rss() > self.settings.worker_max_rss_bytes:
+            self.link.retire("rss_over_limit")

@@ -1,0 +1,108 @@
+"""Counters per outcome, request counts and latencies, in the Prometheus text format.
+
+Several worker processes serve the same port, so each keeps its figures in memory-mapped files in
+one directory and ``GET /metrics`` (answered by whichever worker) sums them: prometheus_client's
+multiprocess mode. Why that and not a hand-made store: it is the de-facto standard for
+pre-fork servers (gunicorn is its documented example), counters of a worker that was killed or
+recycled are kept (totals never go backwards), and a scrape costs one read of a few small files.
+The directory lives on a tmpfs (``/tmp`` in the container), is emptied when the server starts,
+and the arbiter drops the live gauges of a worker that exited (``worker_exited``).
+
+The mode is chosen when prometheus_client is first imported, so ``Metrics.create`` sets
+``PROMETHEUS_MULTIPROC_DIR`` and only then imports it; the server's entry point calls it before
+anything else could import the library.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Iterable
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+ENV = "PROMETHEUS_MULTIPROC_DIR"
+# Latency buckets: a grade takes about a millisecond; the bundle's deadline is 2 s.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def prepare_directory(path: str | os.PathLike) -> Path:
+    """Create ``path`` (if needed) and remove the figures a previous run left there."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    for stale in path.glob("*.db"):
+        stale.unlink()
+    return path
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (Linux /proc), else its peak (getrusage)."""
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
+
+
+class Metrics:
+    """The service's metrics. Create once in the arbiter, before the workers are forked."""
+
+    def __init__(self, directory: Path, outcomes: Iterable[str]) -> None:
+        from prometheus_client import Counter, Gauge, Histogram, values
+        if "MultiProcess" not in getattr(values.ValueClass, "__qualname__", ""):
+            raise RuntimeError("prometheus_client was imported before PROMETHEUS_MULTIPROC_DIR was set: "
+                               "create the metrics with Metrics.create() first thing in the process")
+        self.directory = directory
+        self.requests = Counter("spider_grader_requests", "HTTP requests answered, by endpoint and status",
+                                ["endpoint", "status"])
+        self.outcomes = Counter("spider_grader_outcomes", "envelopes graded, by the bundle's outcome "
+                                "(infrastructure_error and gold_error are unscored)", ["outcome"])
+        self.errors = Counter("spider_grader_errors", "answers that are not a score, by error type",
+                              ["error"])
+        self.worker_exits = Counter("spider_grader_worker_exits", "workers stopped by the service, by reason",
+                                    ["reason"])
+        self.latency = Histogram("spider_grader_request_seconds", "time to answer, by endpoint",
+                                 ["endpoint"], buckets=BUCKETS)
+        self.rss = Gauge("spider_grader_worker_rss_bytes", "resident memory of each live worker after its "
+                         "last request", multiprocess_mode="liveall")
+        # Per worker (pid label), not summed: it shows which worker is busy, or stuck.
+        self.in_flight = Gauge("spider_grader_in_flight", "requests being answered by each live worker",
+                               multiprocess_mode="liveall")
+        self.bundle = Gauge("spider_grader_bundle_info", "the served bundle (value 1)",
+                            ["sha256", "sqlite_runtime", "sqlite_built"], multiprocess_mode="max")
+        for outcome in outcomes:  # every outcome appears, at 0, from the first scrape
+            self.outcomes.labels(outcome)
+
+    @classmethod
+    def create(cls, directory: str | os.PathLike, outcomes: Iterable[str]) -> "Metrics":
+        """Empty ``directory``, switch prometheus_client to multiprocess mode there, build the metrics."""
+        path = prepare_directory(directory)
+        os.environ[ENV] = str(path)
+        metrics = cls(path, outcomes)
+        # The arbiter serves no request: drop the zero-valued live gauges its creation wrote, so only
+        # workers appear in them (each worker writes its own files after the fork).
+        metrics.worker_exited(os.getpid())
+        return metrics
+
+    def describe_bundle(self, sha256: str, sqlite_runtime: str, sqlite_built: str) -> None:
+        self.bundle.labels(sha256, sqlite_runtime, sqlite_built).set(1)
+
+    def sample_rss(self) -> int:
+        """Record this worker's resident memory; returns it."""
+        value = rss_bytes()
+        self.rss.set(value)
+        return value
+
+    def render(self) -> bytes:
+        """Every process's figures, summed, in the Prometheus text format."""
+        from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=str(self.directory))
+        return generate_latest(registry)
+
+    def worker_exited(self, pid: int) -> None:
+        """In the arbiter, when a worker exits: its live gauges go (its counters stay)."""
+        from prometheus_client import multiprocess
+        multiprocess.mark_process_dead(pid, str(self.directory))

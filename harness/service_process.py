@@ -1,0 +1,183 @@
+"""Run the grader service as a local process on 127.0.0.1, and talk to it: for tests and the load test.
+
+``LocalServer`` binds a listening socket on an ephemeral loopback port itself and hands it to the
+server as ``fd://N`` (gunicorn's inherited-socket bind), so there is no race for a free port;
+then it waits for ``GET /readyz``. ``stop`` sends SIGTERM (gunicorn's graceful shutdown) and
+kills only what does not exit in time. ``request`` is a small stdlib HTTP client (one connection
+per call, as sync workers close each connection) returning status, headers and parsed JSON.
+
+>>> Reply(200, {}, {"score": 1.0}).json["score"]
+1.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.service_settings import ServiceSettings, to_argv
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    json: Any  # the parsed body; None when it is not JSON (then ``text`` holds it)
+    text: str = ""
+
+
+def request(host: str, port: int, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
+            headers: dict[str, str] | None = None, timeout: float = 30.0) -> Reply:
+    """One HTTP request; ``body`` is sent as JSON, ``raw`` as given. Transport errors propagate."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        response = conn.getresponse()
+        payload = response.read()
+        found = {k.lower(): v for k, v in response.getheaders()}
+    finally:
+        conn.close()
+    text = payload.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text) if "json" in found.get("content-type", "") else None
+    except ValueError:
+        parsed = None
+    return Reply(response.status, found, parsed, text)
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sample lines of the Prometheus text format: ``'name{labels}' -> value`` (comments skipped).
+
+    >>> parse_prometheus('# HELP x y\\nx_total{a="b"} 3.0\\n')
+    {'x_total{a="b"}': 3.0}
+    """
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def worker_pids(master_pid: int) -> list[int]:
+    """The child processes of ``master_pid`` (Linux /proc), i.e. gunicorn's live workers."""
+    found: list[int] = []
+    for task in Path(f"/proc/{master_pid}/task").glob("*"):
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:  # the task ended while listing
+            continue
+    return sorted(found)
+
+
+class LocalServer:
+    """The service as a child process on 127.0.0.1 (``python3 -m harness.service_server``)."""
+
+    def __init__(self, zip_path: str | os.PathLike, settings: ServiceSettings | None = None, *,
+                 env: dict[str, str] | None = None, workdir: str | os.PathLike | None = None) -> None:
+        self.zip_path = Path(zip_path)
+        self.settings = settings or ServiceSettings()
+        self.env = env or {}
+        self.tmp = Path(tempfile.mkdtemp(prefix="spider-grader-local-", dir=workdir))
+        self.log_path = self.tmp / "server.log"
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        if self.process is None:
+            raise HarnessError("the server is not started")
+        return self.process.pid
+
+    def start(self, ready_timeout: float = 60.0) -> "LocalServer":
+        """Start the server and wait until it is ready; HarnessError with its log when it is not."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.host, 0))
+        listener.listen(256)
+        self.port = listener.getsockname()[1]
+        command = [sys.executable, "-m", "harness.service_server", "--zip", str(self.zip_path),
+                   "--bind", f"fd://{listener.fileno()}", "--metrics-dir", str(self.tmp / "metrics"),
+                   "--workdir", str(self.tmp), *to_argv(self.settings)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1", **self.env}
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                            pass_fds=(listener.fileno(),), env=env, cwd=str(ROOT))
+        listener.close()  # the server holds its own copy
+        self.wait_ready(ready_timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise HarnessError(f"the grader service exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                if request(self.host, self.port, "GET", "/readyz", timeout=2.0).status == 200:
+                    return
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.1)
+        raise HarnessError(f"the grader service was not ready within {timeout:g} s:\n{self.log_tail()}")
+
+    def request(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
+        return request(self.host, self.port, method, path, body, **kwargs)
+
+    def metrics(self) -> dict[str, float]:
+        return parse_prometheus(self.request("GET", "/metrics").text)
+
+    def workers(self) -> list[int]:
+        return worker_pids(self.pid)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (graceful), then SIGKILL after ``timeout``; the exit status."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(10)
+
+    def cleanup(self) -> None:
+        """Remove the temporary folder (log, metrics, any unpacked bundle left by a killed server)."""
+        for folder, _dirs, _files in os.walk(self.tmp):
+            os.chmod(folder, 0o755)  # the unpacked bundle is read-only on purpose
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> "LocalServer":
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        finally:
+            self.cleanup()

@@ -1,0 +1,130 @@
+"""Every limit and setting of the grader service, in one table (README, "Grader service").
+
+The service's layers of protection, from the inside out:
+
+1. the bundle's own deadline (``SPIDER_SCORING_TIMEOUT_S``, 2 s): SQLite's progress handler stops a
+   runaway query in-process; the worker answers ``prediction_timeout`` and carries on;
+2. ``envelope_timeout_s``: a watchdog thread in each worker answers 504 and kills the worker when
+   one envelope takes longer (a single SQLite step such as a huge in-memory sort can outlast the
+   bundle's deadline); the arbiter forks a replacement at once;
+3. ``heartbeat_timeout_s`` (derived): gunicorn's arbiter kills a worker that stopped reporting,
+   should the watchdog itself be stuck;
+4. memory: ``worker_memory_bytes`` as RLIMIT_AS in every worker, ``worker_max_rss_bytes`` retires a
+   worker after the request that left it that large; the container's cgroup limit outside.
+
+>>> ServiceSettings().heartbeat_timeout_s
+15.0
+>>> ServiceSettings(workers=0)
+Traceback (most recent call last):
+...
+harness.errors.InputError: service setting workers must be a positive number, got 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+from harness.errors import InputError
+
+MiB = 1024 * 1024
+
+
+def default_workers() -> int:
+    """Four workers per core, 2 to 16. A runaway query holds its worker up to the bundle's 2 s
+    deadline; the worker count bounds how many can be in flight before quick requests wait for a
+    free worker (measured: with a runaway in every 100th request, 8 workers on 2 cores keep p99
+    near 0.35 s where 4 workers let it reach 1.5 s). A worker costs about 25 MiB when idle."""
+    return max(2, min(16, 4 * (os.cpu_count() or 1)))
+
+
+# name, unit, meaning: the README's table is checked against this tuple by a test.
+SETTINGS = (
+    ("workers", "processes", "pre-forked sync worker processes (default: 4 per core, 2 to 16)"),
+    ("envelope_timeout_s", "s", "hard limit for grading one envelope: past it the watchdog answers 504 and the worker is killed and replaced"),
+    ("request_timeout_s", "s", "deadline of a batch: envelopes not started by then come back unscored (504 items)"),
+    ("max_body_bytes", "bytes", "largest body of POST /grade (413 above)"),
+    ("max_batch_bytes", "bytes", "largest body of POST /grade/batch (413 above)"),
+    ("max_batch_items", "envelopes", "most envelopes in one batch (413 above)"),
+    ("max_requests", "requests", "a worker is recycled after this many requests (plus up to 10% jitter)"),
+    ("worker_memory_bytes", "bytes", "RLIMIT_AS (address space) of every worker: an allocation past it fails"),
+    ("worker_max_rss_bytes", "bytes", "a worker whose resident memory is above this after a request is retired and replaced"),
+    ("graceful_timeout_s", "s", "on SIGTERM, how long in-flight requests may take to finish before workers are killed"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceSettings:
+    """The service's limits (see ``SETTINGS`` for their meaning); validated on creation."""
+
+    workers: int = dataclasses.field(default_factory=default_workers)
+    envelope_timeout_s: float = 10.0
+    request_timeout_s: float = 60.0
+    max_body_bytes: int = 1 * MiB
+    max_batch_bytes: int = 16 * MiB
+    max_batch_items: int = 256
+    max_requests: int = 2000
+    worker_memory_bytes: int = 1024 * MiB
+    worker_max_rss_bytes: int = 384 * MiB
+    graceful_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InputError(f"service setting {field.name} must be a positive number, got {value!r}")
+        if self.max_batch_bytes < self.max_body_bytes:
+            raise InputError("service setting max_batch_bytes must be at least max_body_bytes")
+
+    @property
+    def heartbeat_timeout_s(self) -> float:
+        """gunicorn's worker timeout: the outermost time layer, a margin above the watchdog's."""
+        return self.envelope_timeout_s + 5.0
+
+    @property
+    def max_requests_jitter(self) -> int:
+        """Spread recycling so that the workers do not all restart at once."""
+        return max(1, self.max_requests // 10)
+
+
+# Seconds are implied by the flag's help, so "_s" is dropped from the flag's name.
+_FLAGS = {name: "--" + (name[:-2] if name.endswith("_s") else name).replace("_", "-")
+          for name, _unit, _meaning in SETTINGS}
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a setting.
+
+    >>> flag("envelope_timeout_s"), flag("max_body_bytes")
+    ('--envelope-timeout', '--max-body-bytes')
+    """
+    return _FLAGS[name]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting, defaulting to the dataclass's default."""
+    defaults = ServiceSettings()
+    types = {f.name: f.type for f in dataclasses.fields(ServiceSettings)}
+    for name, unit, meaning in SETTINGS:
+        kind = float if types[name] in ("float", float) else int
+        parser.add_argument(flag(name), dest=name, type=kind, default=getattr(defaults, name),
+                            metavar=unit.upper().replace(" ", "_"),
+                            help=f"{meaning} (default: {getattr(defaults, name)})")
+
+
+def from_args(args: argparse.Namespace) -> ServiceSettings:
+    """The settings the flags of ``add_arguments`` give (InputError on a bad value)."""
+    return ServiceSettings(**{name: getattr(args, name) for name, _u, _m in SETTINGS})
+
+
+def to_argv(settings: ServiceSettings) -> list[str]:
+    """Flags reproducing ``settings`` (to start the server in another process or a container).
+
+    >>> to_argv(ServiceSettings(workers=3))[:2]
+    ['--workers', '3']
+    """
+    out: list[str] = []
+    for name, _unit, _meaning in SETTINGS:
+        out += [flag(name), str(getattr(settings, name))]
+    return out
