@@ -1,0 +1,312 @@
+"""The grader service's container: its image (built offline from pinned wheels) and its lockdown.
+
+* ``service_config`` is a pure function (unit-tested without Docker). It starts from the trainer
+  container's ``harness.docker_run.run_config`` (read-only root filesystem, the input mounted
+  read-only, small ``/tmp`` tmpfs, memory without swap, pids and CPU limits, user nobody, every
+  capability dropped, no-new-privileges, no IPC namespace) and changes only what a server needs:
+  a network, with port 8000 published on 127.0.0.1 alone, and limits sized for its workers.
+* The network is a dedicated bridge with IP masquerading and inter-container traffic off: the
+  published port reaches the service, but nothing routes the container's own traffic out
+  through the host's NAT, and other containers cannot reach it.
+* The image is tagged by a hash of every input of its build context (Dockerfile, installer,
+  requirements, wheels, the harness modules it copies) and of the base image's id; it is built
+  once per change, with the build's network off.
+
+``ServiceContainer`` runs one: start, wait for ``/readyz``, stop with SIGTERM (gunicorn drains),
+always removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+from harness import docker_run, service_settings
+from harness.docker_run import MOUNT, RunLimits
+from harness.errors import DockerUnavailable, InputError
+from harness.service_settings import MiB, ServiceSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER_DIR = ROOT / "docker"
+DOCKERFILE = DOCKER_DIR / "service.Dockerfile"
+REQUIREMENTS = DOCKER_DIR / "service-requirements.txt"
+INSTALLER = DOCKER_DIR / "service-install-wheels.py"
+WHEEL_CACHE = ROOT / ".cache" / "service-wheels"
+IMAGE_REPO = "spider-scoring-grader"
+NETWORK = "spider-scoring-grader"
+PORT = 8000
+# The harness modules the server imports (standard library, gunicorn and prometheus_client only).
+SERVICE_MODULES = ("__init__.py", "errors.py", "pack.py", "emulate.py", "service_settings.py",
+                   "service_bundle.py", "service_guard.py", "service_metrics.py", "service_app.py",
+                   "service_server.py")
+NETWORK_OPTIONS = {
+    "com.docker.network.bridge.enable_ip_masquerade": "false",  # no NAT out of the host
+    "com.docker.network.bridge.enable_icc": "false",  # no traffic between containers
+    "com.docker.network.bridge.host_binding_ipv4": "127.0.0.1",  # published ports: loopback by default
+}
+
+
+def service_limits(settings: ServiceSettings, unpacked_bytes: int = 0) -> RunLimits:
+    """Container limits for ``settings``: memory for every worker at its RSS ceiling plus the arbiter
+    and the tmpfs; a few processes per worker; all cores.
+
+    >>> service_limits(ServiceSettings(workers=2, worker_max_rss_bytes=100 * MiB)).mem_bytes // MiB
+    712
+    """
+    tmpfs = RunLimits().for_bundle(unpacked_bytes).tmpfs_bytes
+    return RunLimits(mem_bytes=settings.workers * settings.worker_max_rss_bytes + 256 * MiB + tmpfs,
+                     pids=32 + 4 * settings.workers, cpus=float(os.cpu_count() or 1), tmpfs_bytes=tmpfs)
+
+
+def server_command(settings: ServiceSettings) -> list[str]:
+    """The server's arguments inside the container (the image's entry point is the server)."""
+    return ["--zip", f"{MOUNT}/bundle.zip", "--bind", f"0.0.0.0:{PORT}", "--metrics-dir", "/tmp/metrics",
+            "--workdir", "/tmp", "--worker-tmp-dir", "/tmp", *service_settings.to_argv(settings)]
+
+
+def service_config(image: str, mount_dir: str | os.PathLike, *, name: str, settings: ServiceSettings,
+                   host_port: int = 0, network: str = NETWORK, limits: RunLimits | None = None,
+                   environment: dict[str, str] | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create``: the trainer's lockdown, plus one published port.
+
+    >>> cfg = service_config("img:1", "/tmp/x", name="g", settings=ServiceSettings(workers=2), host_port=8000)
+    >>> cfg["ports"], cfg["network"], cfg["read_only"], cfg["cap_drop"], "network_mode" in cfg
+    ({'8000/tcp': ('127.0.0.1', 8000)}, 'spider-scoring-grader', True, ['ALL'], False)
+    """
+    env = {"PYTHONPATH": "/opt/grader/site-packages:/opt/grader/app", **(environment or {})}
+    config = docker_run.run_config(image, server_command(settings), mount_dir, name=name,
+                                   limits=limits or service_limits(settings), environment=env)
+    del config["network_mode"]  # "none" in the trainer; the service needs its one port
+    config["network"] = network
+    config["ports"] = {f"{PORT}/tcp": ("127.0.0.1", host_port or None)}  # None: the engine picks a free port
+    config["stop_signal"] = "SIGTERM"  # gunicorn's graceful shutdown
+    return config
+
+
+def bundle_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The bundle's limit overrides (``SPIDER_SCORING_*``) to pass into the container, as the trainer would.
+
+    >>> bundle_environment({"SPIDER_SCORING_TIMEOUT_S": "5", "HOME": "/root"})
+    {'SPIDER_SCORING_TIMEOUT_S': '5'}
+    """
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if k.startswith("SPIDER_SCORING_")}
+
+
+# --- the image ------------------------------------------------------------------------------------
+
+def fetch_wheels(dest: Path = WHEEL_CACHE, say: Callable[[str], None] = print) -> list[Path]:
+    """The pinned wheels, downloaded once into ``dest`` (pip, hashes required); their paths."""
+    dest.mkdir(parents=True, exist_ok=True)
+    pins = [line.split("sha256:")[1].strip() for line in REQUIREMENTS.read_text().splitlines()
+            if "--hash=sha256:" in line and not line.lstrip().startswith("#")]
+    have = {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in dest.glob("*.whl")}
+    if not all(pin in have for pin in pins):
+        say(f"downloading the service's wheels into {dest} (pinned in {REQUIREMENTS.name})")
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
+                   "--require-hashes", "-r", str(REQUIREMENTS), "-d", str(dest)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise DockerUnavailable(f"could not download the service's wheels ({' '.join(command)}):\n"
+                                    f"{done.stderr.strip()[-1500:]}\nPyPI must be reachable once; later builds use {dest}")
+        have = {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in dest.glob("*.whl")}
+    return sorted(have[pin] for pin in pins if pin in have)
+
+
+def build_context(dest: Path, wheels: list[Path]) -> dict[str, bytes]:
+    """Write the build context into ``dest``; its files (relative name -> bytes)."""
+    files = {"service.Dockerfile": DOCKERFILE.read_bytes(), "service-requirements.txt": REQUIREMENTS.read_bytes(),
+             "service-install-wheels.py": INSTALLER.read_bytes()}
+    files.update({f"wheels/{w.name}": w.read_bytes() for w in wheels})
+    files.update({f"harness/{m}": (ROOT / "harness" / m).read_bytes() for m in SERVICE_MODULES})
+    for name, data in files.items():
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(data)
+    return files
+
+
+def image_tag(files: dict[str, bytes], base_image_id: str) -> str:
+    """The tag: a hash of every file of the build context and the base image's id.
+
+    >>> image_tag({"a": b"1"}, "sha256:x") == image_tag({"a": b"1"}, "sha256:x") != image_tag({"a": b"2"}, "sha256:x")
+    True
+    """
+    digest = hashlib.sha256(base_image_id.encode())
+    for name in sorted(files):
+        digest.update(b"\0" + name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return f"{IMAGE_REPO}:{digest.hexdigest()[:16]}"
+
+
+def ensure_image(client, base_image: str | None = None, say: Callable[[str], None] = print) -> str:
+    """The service image's tag, built on ``base_image`` when not present yet."""
+    import docker
+    base_image = base_image or docker_run.DEFAULT_BASE_IMAGE
+    try:
+        base = client.images.get(base_image)
+    except docker.errors.ImageNotFound:
+        raise DockerUnavailable(f"base image {base_image} is not present: build the offline one with "
+                                "`make docker-base`, or pass BASE_IMAGE=python:3.11-slim where Docker Hub is reachable") from None
+    context = Path(tempfile.mkdtemp(prefix="spider-grader-image-"))
+    try:
+        files = build_context(context, fetch_wheels(say=say))
+        tag = image_tag(files, base.id)
+        try:
+            client.images.get(tag)
+            return tag
+        except docker.errors.ImageNotFound:
+            pass
+        say(f"building {tag} from {DOCKERFILE.name} on {base_image} (once per input change, network off)")
+        try:
+            client.images.build(path=str(context), dockerfile="service.Dockerfile", tag=tag, pull=False, rm=True,
+                                forcerm=True, network_mode="none", buildargs={"BASE_IMAGE": base_image},
+                                labels={"spider-scoring.base": base.id})
+        except docker.errors.BuildError as exc:
+            log = "".join(str(part.get("stream", "")) for part in exc.build_log)[-2000:]
+            raise DockerUnavailable(f"building the service image failed: {exc}\n{log}") from None
+        return tag
+    finally:
+        shutil.rmtree(context, ignore_errors=True)
+
+
+def ensure_network(client, name: str = NETWORK) -> str:
+    """The service's bridge network (created once with ``NETWORK_OPTIONS``); its name."""
+    found = client.networks.list(names=[name])
+    for network in found:
+        if network.name == name:
+            options = network.attrs.get("Options") or {}
+            if any(options.get(k) != v for k, v in NETWORK_OPTIONS.items()):
+                raise DockerUnavailable(f"docker network {name} exists with other options: remove it "
+                                        f"(`docker network rm {name}`) and run again")
+            return name
+    client.networks.create(name, driver="bridge", options=dict(NETWORK_OPTIONS),
+                           labels={"spider-scoring.network": "grader"})
+    return name
+
+
+# --- running --------------------------------------------------------------------------------------
+
+def _unpacked_bytes(zip_path: Path) -> int:
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            return sum(i.file_size for i in archive.infolist())
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot read the bundle zip {zip_path} ({exc}): rebuild it with `make pack`") from None
+
+
+class ServiceContainer:
+    """The service in its locked-down container on 127.0.0.1; a context manager, always removed."""
+
+    def __init__(self, zip_path: str | os.PathLike, settings: ServiceSettings | None = None, *,
+                 base_image: str | None = None, host_port: int = 0, environment: dict[str, str] | None = None,
+                 say: Callable[[str], None] = print) -> None:
+        self.zip_path = Path(zip_path)
+        self.settings = settings or ServiceSettings()
+        self.base_image, self.host_port, self.say = base_image, host_port, say
+        self.environment = bundle_environment() if environment is None else environment
+        self.name = f"spider-scoring-grader-{uuid.uuid4().hex[:12]}"
+        self.client = None
+        self.container = None
+        self.staging: Path | None = None
+        self.host, self.port = "127.0.0.1", 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, ready_timeout: float = 120.0) -> "ServiceContainer":
+        """Build (if needed) and start the container, then wait until the service is ready."""
+        from harness.service_bundle import require_zip
+        require_zip(self.zip_path)
+        self.client = docker_run.connect()
+        tag = ensure_image(self.client, self.base_image, say=self.say)
+        network = ensure_network(self.client)
+        # A world-readable copy: the container's user (nobody) cannot read a private folder.
+        self.staging = Path(tempfile.mkdtemp(prefix="spider-grader-run-"))
+        shutil.copyfile(self.zip_path, self.staging / "bundle.zip")
+        os.chmod(self.staging / "bundle.zip", 0o644)
+        os.chmod(self.staging, 0o755)
+        config = service_config(tag, self.staging, name=self.name, settings=self.settings,
+                                host_port=self.host_port, network=network, environment=self.environment,
+                                limits=service_limits(self.settings, _unpacked_bytes(self.zip_path)))
+        self.container = self.client.containers.create(**config)
+        self.container.start()
+        self.container.reload()
+        bound = (self.container.attrs["NetworkSettings"]["Ports"] or {}).get(f"{PORT}/tcp") or []
+        if not bound:
+            raise DockerUnavailable(f"container {self.name} has no published port:\n{self.logs()[-2000:]}")
+        self.port = int(bound[0]["HostPort"])
+        self.wait_ready(ready_timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        from harness.service_process import request
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.container.reload()
+            if self.container.status not in ("created", "running"):
+                raise DockerUnavailable(f"the service container exited ({self.container.status}):\n{self.logs()[-3000:]}")
+            try:
+                if request(self.host, self.port, "GET", "/readyz", timeout=2.0).status == 200:
+                    return
+            except OSError:
+                pass
+            except Exception:  # the engine's proxy may drop a connection while the server starts
+                pass
+            time.sleep(0.2)
+        raise DockerUnavailable(f"the service container was not ready within {timeout:g} s:\n{self.logs()[-3000:]}")
+
+    def logs(self) -> str:
+        if self.container is None:
+            return ""
+        return self.container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+
+    def stop(self) -> int | None:
+        """SIGTERM and wait (gunicorn drains in-flight requests); its exit code; then removed."""
+        code = None
+        try:
+            if self.container is not None:
+                self.container.stop(timeout=int(self.settings.graceful_timeout_s) + 5)
+                code = int(self.container.wait(timeout=30).get("StatusCode", -1))
+        except Exception as exc:  # stopping failed: removal below still happens
+            self.say(f"warning: stopping {self.name} failed ({exc})")
+        finally:
+            if self.client is not None:
+                docker_run.remove_container(self.client, self.name)
+            if self.staging is not None:
+                shutil.rmtree(self.staging, ignore_errors=True)
+        return code
+
+    def __enter__(self) -> "ServiceContainer":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# --- the `service-image` command -------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-image", default=docker_run.DEFAULT_BASE_IMAGE,
+                        help=f"image to build on (default: $BASE_IMAGE or {docker_run.DEFAULT_BASE_IMAGE})")
+
+
+def run(args: argparse.Namespace) -> int:
+    client = docker_run.connect()
+    tag = ensure_image(client, args.base_image)
+    size = client.images.get(tag).attrs.get("Size", 0)
+    print(f"image {tag}  ({size / 1e6:.0f} MB, on {args.base_image})")
+    return 0
