@@ -26,6 +26,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grade": ("harness.grade", "score a file of completions on the eval split with the bundle; write per-row results"),
     "report": ("harness.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
     "bench": ("harness.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
+    "serve": ("harness.service", "serve the bundle's grader over HTTP (http: graders) in its container on 127.0.0.1"),
+    "service-image": ("harness.service_docker", "build (once per input change) the grader service's container image"),
+    "loadtest": ("harness.loadtest", "load-test the grader service over loopback: throughput, p50/p99, answers, worker memory"),
 }
 
 
