@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         kind = float if types[name] in ("float", float) else int
         parser.add_argument(flag(name), dest=name, type=kind, default=getattr(defaults, name),
                             metavar=unit.upper().replace(" ", "_"),
-                            help=f"{meaning} (default: {getattr(defaults, name)})")
+                            help=f"{meaning} (default: {getattr(defaults, name)})".replace("%", "%%"))
 
 
 def from_args(args: argparse.Namespace) -> ServiceSettings:
