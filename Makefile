@@ -33,6 +33,21 @@ test: setup ## run the whole test suite (docker tests skip, with the reason, whe
 test-fast: setup ## the suite without slow, docker and real-data tests
 	$(PY) -m pytest -n auto -q -m "not slow and not docker and not real_data"
 
+# The main job on the embedded sample (fixtures/): no network, no trainer, no Docker.
+DEMO ?= out/demo
+demo: setup ## the main job on the embedded sample, offline: prepare, pack, verify, emulate reward and grader, grade, report
+	$(HARNESS) prepare --sample --out $(DEMO)
+	$(HARNESS) pack --out $(DEMO) --output $(DEMO)/spider-scoring.zip
+	$(HARNESS) verify --in-process --zip $(DEMO)/spider-scoring.zip --out $(DEMO) --report $(DEMO)/verify.json
+	$(HARNESS) emulate reward --in-process --zip $(DEMO)/spider-scoring.zip --out $(DEMO)
+	$(HARNESS) emulate grader --in-process --zip $(DEMO)/spider-scoring.zip --out $(DEMO) \
+		--completions fixtures/sample/completions-eval.jsonl --results $(DEMO)/results-tuned.jsonl
+	$(HARNESS) grade --bundle $(DEMO)/spider-scoring.zip --eval $(DEMO)/data/eval.jsonl \
+		--completions fixtures/sample/completions-eval-base.jsonl --out $(DEMO)/results-base.jsonl
+	$(HARNESS) report base=$(DEMO)/results-base.jsonl tuned=$(DEMO)/results-tuned.jsonl --baseline base \
+		--markdown $(DEMO)/report.md --html $(DEMO)/report.html
+	@echo "demo done: $(DEMO)/ holds the splits, the bundle zip, per-row results and report.{md,html}"
+
 bench: setup ## print the scorer's benchmark figures on real Spider dev pairs
 	$(PY) -m harness bench
 
