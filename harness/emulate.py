@@ -120,7 +120,10 @@ class LoadedBundle:
         except ModuleNotFoundError as exc:
             if exc.name == f"{self.package}.{name}":
                 raise InputError(f"the bundle {self.zip_path} has no module {name!r}") from None
-            raise
+            raise InputError(f"the bundle's module {name!r} imports {exc.name!r}, which is not there: "
+                             "the trainer has the standard library only") from None
+        except Exception as exc:  # a bundle that cannot even be imported: say which module and why
+            raise InputError(f"the bundle's module {name!r} fails to import: {type(exc).__name__}: {exc}") from None
 
     def function(self, spec: str) -> Callable[..., Any]:
         """The callable a trainer spec ``MODULE[:FUNCTION]`` names."""

@@ -309,26 +309,29 @@ def run_checks(loaded: LoadedBundle, split_files: dict[str, Path], *, workdir: P
     index = loaded.index()
     checks: list[Check] = []
 
-    def timed(make: Callable[[], Check | tuple[Check, ...]]) -> None:
+    def timed(names: tuple[str, ...], make: Callable[[], Check | tuple[Check, ...]]) -> None:
         started = time.monotonic()
-        made = make()
+        try:
+            made = make()
+        except Exception as exc:  # a check that cannot run has failed; the others still run
+            made = tuple(Check(name, False, "the check could not run", [f"{type(exc).__name__}: {exc}"])
+                         for name in names)
         for n, check in enumerate(made if isinstance(made, tuple) else (made,)):
             check.seconds = time.monotonic() - started if n == 0 else 0.0  # a companion check: timed with the first
             checks.append(check)
             say(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.summary}")
 
     splits_check, rows = check_splits(split_files)
-    splits_check.seconds = 0.0
     checks.append(splits_check)
     say(f"{'PASS' if splits_check.passed else 'FAIL'}  {splits_check.name}: {splits_check.summary}")
-    timed(lambda: check_against_index(rows, index))
-    timed(lambda: check_eval_unseen(rows, index))
-    timed(lambda: check_imports(loaded))
-    timed(lambda: check_golds(loaded, rows, workers))
-    timed(lambda: check_mutations(loaded, workers, max_mutated_golds))
-    timed(lambda: check_hostile(loaded, scratch, watch + [scratch]))
-    timed(lambda: check_stale_gold(loaded, rows))
-    timed(lambda: check_missing_database(loaded, workdir))
-    timed(lambda: check_databases(loaded, hashes))
+    timed(("splits match the bundle",), lambda: check_against_index(rows, index))
+    timed(("eval unseen",), lambda: check_eval_unseen(rows, index))
+    timed(("imports stdlib only",), lambda: check_imports(loaded))
+    timed(("golds score 1.0",), lambda: check_golds(loaded, rows, workers))
+    timed(("mutated golds score 0.0",), lambda: check_mutations(loaded, workers, max_mutated_golds))
+    timed(("hostile suite", "no file created"), lambda: check_hostile(loaded, scratch, watch + [scratch]))
+    timed(("stale gold rejected",), lambda: check_stale_gold(loaded, rows))
+    timed(("missing database",), lambda: check_missing_database(loaded, workdir))
+    timed(("databases unchanged",), lambda: check_databases(loaded, hashes))
     shutil.rmtree(scratch, ignore_errors=True)
     return checks

@@ -162,6 +162,20 @@ def test_a_third_party_import_fails_the_fresh_interpreter_check(staged, tmp_path
     assert not check.passed and "docker" in check.failures[0]
 
 
+def test_a_bundle_that_does_not_import_fails_its_checks_instead_of_crashing(staged, prepared_sample, tmp_path):
+    (staged / "reward.py").write_text("def compute_score(:\n")
+    pack.pack(staged, tmp_path / "b.zip")
+    splits = {s: prepared_sample / "data" / f"{s}.jsonl" for s in emulate_checks.SPLITS}
+    from harness.emulate_main import job_verify
+    report = job_verify(tmp_path / "b.zip", splits, max_mutated_golds=2)
+    failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
+    assert not report["passed"] and len(report["checks"]) == len(ALL_CHECKS) - 1  # all but "zip accepted"
+    assert "SyntaxError" in failed["imports stdlib only"]["failures"][0]
+    assert failed["golds score 1.0"]["summary"] == "the check could not run"
+    assert "fails to import: SyntaxError" in failed["golds score 1.0"]["failures"][0]
+    assert "databases unchanged" not in failed
+
+
 # --- whole runs, in-process -----------------------------------------------------------------------
 
 @pytest.fixture
