@@ -180,7 +180,8 @@ def file_list(staged: str | os.PathLike) -> tuple[dict[str, Path], list[str]]:
     """
     staged = Path(staged)
     if not staged.is_dir():
-        raise PackError(f"staged bundle folder {staged} does not exist: run `make bundle` first")
+        raise PackError(f"staged bundle folder {staged} does not exist: stage it first with `make bundle` "
+                        "(Spider) or `make sample-bundle` (the embedded sample)")
     unknown = sorted(p.name for p in staged.glob("*.py") if p.name not in BUNDLE_MODULES)
     if unknown:
         raise PackError(f"module(s) {', '.join(unknown)} in {staged} are not in harness.pack.BUNDLE_MODULES: "

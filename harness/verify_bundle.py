@@ -20,7 +20,7 @@ from pathlib import Path
 from harness import pack
 from harness.bundle_data import atomic_write_bytes
 from harness.emulate_checks import SPLITS
-from harness.errors import PackError, VerificationFailed
+from harness.errors import DockerUnavailable, PackError, VerificationFailed
 from harness.names import BUNDLE_ZIP
 
 # Named in the report so a reader knows what "in the container" meant.
@@ -73,9 +73,13 @@ def _in_container(args: argparse.Namespace, summary: pack.ZipSummary, splits: di
            "--watch", "/tmp", "--workers", str(args.workers)]
     if args.max_mutated_golds is not None:
         job += ["--max-mutated-golds", str(args.max_mutated_golds)]
-    report, run = docker_run.emulator_job(job, inputs, unpacked_bytes=summary.unpacked_bytes,
-                                          base_image=args.base_image or docker_run.DEFAULT_BASE_IMAGE,
-                                          timeout_s=args.timeout)
+    try:
+        report, run = docker_run.emulator_job(job, inputs, unpacked_bytes=summary.unpacked_bytes,
+                                              base_image=args.base_image or docker_run.DEFAULT_BASE_IMAGE,
+                                              timeout_s=args.timeout)
+    except DockerUnavailable as exc:
+        raise DockerUnavailable(f"{exc}\n(without Docker, `--in-process` runs the same checks here, "
+                                "minus the container's read-only filesystem, user and network lockdown)") from None
     return report, f"container ({LOCKDOWN}; {run.seconds:.1f} s)"
 
 
