@@ -180,12 +180,12 @@ def test_a_bundle_that_does_not_import_fails_its_checks_instead_of_crashing(stag
 
 @pytest.fixture
 def one_hostile_suite_at_a_time():
-    """Runs of the whole hostile suite, one at a time across test workers.
+    """Runs of the whole hostile suite, one at a time across these tests' workers.
 
-    Its sort-after-accumulation case must end within 4 s; it takes about 3 s alone here but 4.6 to
-    6 s when two suites share the machine's 2 cores, so two of these tests in parallel would fail
-    for a reason that is not theirs (reported to the bundle's owner). The lock only removes
-    contention these tests create among themselves; the bound itself is still checked.
+    Its deadline cases must end within 1 to 2 s of their 2 s deadline. Two suites sharing the
+    machine's 2 cores once pushed the sort case to 4.3-6 s against its 4 s bound (the case was
+    resized since, 18251cb); the lock removes the contention these tests create among themselves.
+    Every bound is still checked.
     """
     with open(Path(tempfile.gettempdir()) / "spider-scoring-hostile-suite.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
