@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import socket
 import time
 import uuid
 from typing import Any, Callable, Iterable
@@ -73,15 +74,48 @@ def read_body(environ: dict, limit: int) -> bytes:
             raise request_error(413, "BodyTooLarge", f"the body is {int(declared):,} bytes, over this "
                                 f"endpoint's limit of {limit:,}: send fewer or smaller envelopes")
     stream, chunks, total = environ["wsgi.input"], [], 0
-    while True:  # also bounds a chunked body, which declares no length
-        block = stream.read(min(1 << 16, limit + 1 - total))
-        if not block:
-            break
-        chunks.append(block)
-        total += len(block)
-        if total > limit:
-            raise request_error(413, "BodyTooLarge", f"the body is over this endpoint's limit of {limit:,} bytes")
-    return b"".join(chunks)
+    try:
+        while True:  # also bounds a chunked body, which declares no length
+            block = stream.read(min(1 << 16, limit + 1 - total))
+            if not block:
+                break
+            chunks.append(block)
+            total += len(block)
+            if total > limit:
+                drain(environ.get("gunicorn.socket"), limit)
+                raise request_error(413, "BodyTooLarge", f"the body is over this endpoint's limit of {limit:,} bytes")
+        return b"".join(chunks)
+    except MemoryError:
+        chunks.clear()  # free what was read, then let the client finish sending
+        drain(environ.get("gunicorn.socket"), limit)
+        raise
+
+
+def drain(sock: socket.socket | None, max_bytes: int, idle_s: float = 0.5, total_s: float = 5.0) -> int:
+    """Read and drop what the client is still sending (at most ``max_bytes``, until it pauses).
+
+    A client still sending a body the service has refused would otherwise meet a connection reset
+    instead of the JSON error. Read from the socket itself: after a failed read the server's body
+    reader may expect bytes that were already consumed.
+    """
+    if sock is None:
+        return 0
+    dropped, deadline = 0, time.monotonic() + total_s
+    try:
+        sock.settimeout(idle_s)
+        while dropped < max_bytes and time.monotonic() < deadline:
+            block = sock.recv(1 << 16)
+            if not block:
+                break
+            dropped += len(block)
+    except OSError:  # quiet (timeout) or gone: either way, done
+        pass
+    finally:
+        try:
+            sock.settimeout(None)
+        except OSError:
+            pass
+    return dropped
 
 
 def parse_json(body: bytes) -> Any:
@@ -126,12 +160,15 @@ class GraderApp:
         path, method = environ.get("PATH_INFO") or "/", environ.get("REQUEST_METHOD", "GET")
         given = environ.get("HTTP_X_REQUEST_ID", "")
         request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
-        self.metrics.in_flight.inc()
         notes: dict[str, Any] = {}
+        grading = path in GRADE_PATHS or path == BATCH_PATH  # a scrape does not count as busy
+        if grading:
+            self.metrics.in_flight.inc()
         try:
             status, payload = self._dispatch(environ, path, method, request_id, notes)
         finally:
-            self.metrics.in_flight.dec()
+            if grading:
+                self.metrics.in_flight.dec()
             if self.link.watchdog is not None:
                 self.link.watchdog.disarm()  # from here on the main thread answers, not the watchdog
         body, ctype = ((payload, METRICS_TYPE) if isinstance(payload, bytes)

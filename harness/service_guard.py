@@ -113,19 +113,21 @@ class Watchdog:
                    "a query that outlasts the bundle's own deadline")
         body = {"error": "WorkerTimeout", "outcome": "infrastructure_error", "message": message,
                 "exit_code": None, "status": 504, "reason": reason}
-        if self._sock is not None:
-            try:
-                self._sock.sendall(http_response(504, "Gateway Timeout", body, self._request_id))
-                self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:  # the client is gone: nothing left to tell it
-                pass
-        log.error("worker stopped: request over its hard limit",
-                  extra={"event": "worker_killed", "reason": reason, "request_id": self._request_id,
-                         "limit_s": self._limit_s})
-        try:
+        try:  # whatever fails here (the client gone, memory short), the exit below happens
+            if self._sock is not None:
+                try:
+                    self._sock.sendall(http_response(504, "Gateway Timeout", body, self._request_id))
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # the client is gone: nothing left to tell it
+                    pass
+            log.error("worker stopped: request over its hard limit",
+                      extra={"event": "worker_killed", "reason": reason, "request_id": self._request_id,
+                             "limit_s": self._limit_s})
             self._on_fire(reason)
-        finally:
-            for handler in logging.getLogger().handlers + log.handlers:
+            for handler in logging.getLogger("spider_grader").handlers:  # the JSON stderr handler
                 handler.flush()
+        except BaseException:  # noqa: B036 - the process ends next line; nothing may stop that
+            pass
+        finally:
             self._exit(WATCHDOG_EXIT)
             self._deadline = self._sock = None  # reached only with an injected exit (tests)

@@ -68,7 +68,7 @@ class Metrics:
         self.rss = Gauge("spider_grader_worker_rss_bytes", "resident memory of each live worker after its "
                          "last request", multiprocess_mode="liveall")
         # Per worker (pid label), not summed: it shows which worker is busy, or stuck.
-        self.in_flight = Gauge("spider_grader_in_flight", "requests being answered by each live worker",
+        self.in_flight = Gauge("spider_grader_in_flight", "grading requests being answered by each live worker",
                                multiprocess_mode="liveall")
         self.bundle = Gauge("spider_grader_bundle_info", "the served bundle (value 1)",
                             ["sha256", "sqlite_runtime", "sqlite_built"], multiprocess_mode="max")
@@ -97,12 +97,43 @@ class Metrics:
 
     def render(self) -> bytes:
         """Every process's figures, summed, in the Prometheus text format."""
-        from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+        from prometheus_client import CollectorRegistry, generate_latest
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry, path=str(self.directory))
+        registry.register(_SettledFiles(self.directory))
         return generate_latest(registry)
 
     def worker_exited(self, pid: int) -> None:
         """In the arbiter, when a worker exits: its live gauges go (its counters stay)."""
         from prometheus_client import multiprocess
         multiprocess.mark_process_dead(pid, str(self.directory))
+
+
+class _SettledFiles:
+    """prometheus_client's multiprocess collector, minus a race with workers that come and go.
+
+    A worker forked a moment ago may have created its file but not yet sized it (reading it then
+    fails with ``struct.error``), and the arbiter removes an exited worker's live-gauge files
+    (``FileNotFoundError`` between listing and reading). Files not yet sized are left out of this
+    scrape (they hold nothing yet); a file that vanished makes the scrape read the folder again.
+    """
+
+    def __init__(self, directory: Path, attempts: int = 5) -> None:
+        self.directory, self.attempts = directory, attempts
+
+    def collect(self):
+        import struct
+        from prometheus_client.multiprocess import MultiProcessCollector
+        for attempt in range(self.attempts):
+            files = []
+            for path in self.directory.glob("*.db"):
+                try:
+                    if path.stat().st_size >= 8:
+                        files.append(str(path))
+                except FileNotFoundError:
+                    continue
+            try:
+                return MultiProcessCollector.merge(files, accumulate=True)
+            except (FileNotFoundError, struct.error):
+                if attempt == self.attempts - 1:
+                    raise
+        return []

@@ -134,7 +134,9 @@ class LocalServer:
             if self.process is not None and self.process.poll() is not None:
                 raise HarnessError(f"the grader service exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
-                if request(self.host, self.port, "GET", "/readyz", timeout=2.0).status == 200:
+                # Ready, and every worker forked: tests and load figures start from the full pool.
+                if (request(self.host, self.port, "GET", "/readyz", timeout=2.0).status == 200
+                        and len(self.workers()) >= self.settings.workers):
                     return
             except (OSError, http.client.HTTPException):
                 pass
@@ -145,7 +147,10 @@ class LocalServer:
         return request(self.host, self.port, method, path, body, **kwargs)
 
     def metrics(self) -> dict[str, float]:
-        return parse_prometheus(self.request("GET", "/metrics").text)
+        reply = self.request("GET", "/metrics")
+        if reply.status != 200:
+            raise HarnessError(f"GET /metrics answered {reply.status}: {reply.text[:300]}\n{self.log_tail()}")
+        return parse_prometheus(reply.text)
 
     def workers(self) -> list[int]:
         return worker_pids(self.pid)
