@@ -14,7 +14,7 @@ RL_ROWS ?= 600
 EVAL_ROWS ?= 300
 OUT ?= out
 
-.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader
+.PHONY: help setup demo test docs test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader service-image serve loadtest
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -98,12 +98,27 @@ grade: setup ## grade COMPLETIONS (default $(OUT)/completions-$(STAGE).jsonl) on
 report: setup ## compare RESULTS="label=path ..." against BASELINE; print the table, write $(OUT)/report.md and $(OUT)/report.html
 	$(HARNESS) report $(RESULTS) $(if $(BASELINE),--baseline $(BASELINE)) --markdown $(OUT)/report.md --html $(OUT)/report.html $(REPORT_ARGS)
 
+# Grader service (README "Grader service (http: graders)"). SERVE_ARGS / LOADTEST_ARGS pass extra
+# options (e.g. SERVE_ARGS="--workers 4 --local", LOADTEST_ARGS="--requests 1000 --docker").
+SERVE_PORT ?= 8000
+service-image: setup ## build the grader service's container image on BASE_IMAGE (offline, from pinned wheels; tagged by a hash of its inputs)
+	$(HARNESS) service-image --base-image $(BASE_IMAGE)
+
+serve: pack ## serve $(ZIP)'s grader over HTTP in its locked-down container on 127.0.0.1:$(SERVE_PORT) (Ctrl-C stops it)
+	$(HARNESS) serve --zip $(ZIP) --port $(SERVE_PORT) --base-image $(BASE_IMAGE) $(SERVE_ARGS)
+
+loadtest: pack ## load-test the grader service on $(ZIP) over loopback (5,000 requests at concurrency 32, then with a runaway query every 100th)
+	$(HARNESS) loadtest --zip $(ZIP) --out $(OUT) --base-image $(BASE_IMAGE) $(LOADTEST_ARGS)
+
 docker-engine: ## install (if needed) and start a local Docker engine (root)
 	bash docker/start-engine.sh
 
 docker-base: ## build the offline Debian base images (bookworm: Python 3.11; bullseye: 3.9) with debootstrap (root)
 	bash docker/build-base.sh $(BASE_IMAGE) bookworm
 	bash docker/build-base.sh spider-scoring-base:bullseye bullseye
+
+docs: setup ## regenerate README's command-line reference from the commands' own options
+	$(PY) -m harness.cli_reference --write
 
 clean: ## remove build outputs (out/, dist/) but not the download cache
 	rm -rf $(OUT) dist build
