@@ -81,20 +81,22 @@ def check_wheel(archive: zipfile.ZipFile, wheel: Path) -> None:
             raise SystemExit(f"{wheel.name}: {name} does not match the wheel's RECORD")
 
 
-def install(wheel: Path, target: Path) -> int:
-    """Unpack one checked wheel into ``target``; the number of files written."""
-    written = 0
+def plan(wheel: Path) -> list[tuple[str, str]]:
+    """(member, destination) for every file to write from a checked wheel; SystemExit when unsafe."""
     with zipfile.ZipFile(wheel) as archive:
         check_wheel(archive, wheel)
-        for name in archive.namelist():
-            destination = _target_name(name)
-            if destination is None or name.endswith("/"):
-                continue
+        places = [(name, _target_name(name)) for name in archive.namelist() if not name.endswith("/")]
+    return [(name, destination) for name, destination in places if destination is not None]
+
+
+def install(wheel: Path, places: list[tuple[str, str]], target: Path) -> int:
+    """Write the planned files of one wheel under ``target``; the number written."""
+    with zipfile.ZipFile(wheel) as archive:
+        for name, destination in places:
             path = target / destination
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(archive.read(name))
-            written += 1
-    return written
+    return len(places)
 
 
 def main(argv: list[str]) -> int:
@@ -112,9 +114,11 @@ def main(argv: list[str]) -> int:
     missing = [pins[d] for d in pins if d not in found]
     if missing:
         raise SystemExit(f"no wheel for {', '.join(missing)} in {wheel_dir}")
+    # Every wheel is checked before the first file is written: a refused set installs nothing.
+    plans = [(digest, wheel, plan(wheel)) for digest, wheel in sorted(found.items(), key=lambda i: i[1].name)]
     target.mkdir(parents=True, exist_ok=True)
-    for digest, wheel in sorted(found.items(), key=lambda item: item[1].name):
-        print(f"installed {pins[digest]}: {install(wheel, target)} files")
+    for digest, wheel, places in plans:
+        print(f"installed {pins[digest]}: {install(wheel, places, target)} files")
     return 0
 
 
