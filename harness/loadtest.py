@@ -104,7 +104,9 @@ def memory_summary(samples: list[tuple[float, dict[str, float]]]) -> dict[str, A
     >>> memory_summary([(0, {"1": 10 * MiB}), (1, {"1": 11 * MiB, "2": 9 * MiB})])["max_growth_mib"]
     1.0
     """
-    first, last, peak = {}, {}, {}
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+    peak: dict[str, float] = {}
     for _t, rss in samples:
         for pid, value in rss.items():
             first.setdefault(pid, value)
@@ -257,7 +259,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fail when a worker's RSS grows more than this during a phase (default: 16)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--workers", type=int, default=service_settings.default_workers(),
-                        help="workers of the server started for the test (default: 2 per core)")
+                        help="workers of the server started for the test (default: the service's, 8 per core)")
 
 
 def _local_or_docker(args: argparse.Namespace):

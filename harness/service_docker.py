@@ -99,8 +99,8 @@ def bundle_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     >>> bundle_environment({"SPIDER_SCORING_TIMEOUT_S": "5", "HOME": "/root"})
     {'SPIDER_SCORING_TIMEOUT_S': '5'}
     """
-    environ = os.environ if environ is None else environ
-    return {k: v for k, v in environ.items() if k.startswith("SPIDER_SCORING_")}
+    source = os.environ if environ is None else environ
+    return {k: v for k, v in source.items() if k.startswith("SPIDER_SCORING_")}
 
 
 # --- the image ------------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def image_tag(files: dict[str, bytes], base_image_id: str) -> str:
 
 def ensure_image(client, base_image: str | None = None, say: Callable[[str], None] = print) -> str:
     """The service image's tag, built on ``base_image`` when not present yet."""
-    import docker
+    import docker.errors
     base_image = base_image or docker_run.DEFAULT_BASE_IMAGE
     try:
         base = client.images.get(base_image)
@@ -214,8 +214,8 @@ class ServiceContainer:
         self.base_image, self.host_port, self.say = base_image, host_port, say
         self.environment = bundle_environment() if environment is None else environment
         self.name = f"spider-scoring-grader-{uuid.uuid4().hex[:12]}"
-        self.client = None
-        self.container = None
+        self.client: Any = None  # docker SDK objects (the SDK has no type hints)
+        self.container: Any = None
         self.staging: Path | None = None
         self.host, self.port = "127.0.0.1", 0
 

@@ -67,10 +67,15 @@ def _envelope(row: EvalRow, completion: str) -> dict[str, Any]:
 
 
 def hostile_cases(max_seconds: float = 1.0, max_chars: int = 100_000) -> list[tuple[str, str]]:
-    """(id, completion) of the quick hostile cases: no deadline needed to refuse them, small enough to send."""
+    """(id, completion) of the quick hostile cases that are refused whatever the gold: no deadline
+    needed, small enough to send, and never merely a "mismatch" (a query such as
+    ``SELECT instr(...)`` returning 0 legitimately matches a gold that returns 0), nor cut short by
+    extraction."""
     cases = load_cases("{table}", "/tmp")
     return [(c.id, c.text) for c in cases
-            if c.max_seconds <= max_seconds and "prediction_timeout" not in c.outcomes and len(c.text) <= max_chars]
+            if c.max_seconds <= max_seconds and len(c.text) <= max_chars
+            and not {"prediction_timeout", "mismatch"} & set(c.outcomes)
+            and ";" not in c.text]  # extraction stops at the first ';': "SELECT 1; DROP ..." may match
 
 
 def build_probes(rows: list[EvalRow], max_rows: int | None = None) -> dict[str, list[Probe]]:
