@@ -107,12 +107,15 @@ def flag(name: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per setting, defaulting to the dataclass's default."""
     defaults = ServiceSettings()
-    types = {f.name: f.type for f in dataclasses.fields(ServiceSettings)}
+    fields = {f.name: f for f in dataclasses.fields(ServiceSettings)}
     for name, unit, meaning in SETTINGS:
-        kind = float if types[name] in ("float", float) else int
+        kind = float if fields[name].type in ("float", float) else int
+        # A default computed from the machine (workers) is described in the meaning, not printed:
+        # help text (and the README generated from it) must not depend on where it was produced.
+        computed = fields[name].default is dataclasses.MISSING
+        text = meaning if computed else f"{meaning} (default: {getattr(defaults, name)})"
         parser.add_argument(flag(name), dest=name, type=kind, default=getattr(defaults, name),
-                            metavar=unit.upper().replace(" ", "_"),
-                            help=f"{meaning} (default: {getattr(defaults, name)})".replace("%", "%%"))
+                            metavar=unit.upper().replace(" ", "_"), help=text.replace("%", "%%"))
 
 
 def from_args(args: argparse.Namespace) -> ServiceSettings:
