@@ -43,10 +43,10 @@ def _serve_docker(args: argparse.Namespace, settings: service_settings.ServiceSe
         with server:
             print(f"grader service ready at {server.url}/grade (container {server.name}); Ctrl-C stops it",
                   flush=True)
-            for chunk in server.container.logs(stream=True, follow=True, stdout=True, stderr=True, since=0):
+            for chunk in server.container.logs(stream=True, follow=True, stdout=True, stderr=True):
                 print(chunk.decode("utf-8", "replace"), end="", flush=True)
     except KeyboardInterrupt:
-        print("stopping the grader service (in-flight requests finish first)", flush=True)
+        print("grader service stopped (requests in flight were let finish) and its container removed", flush=True)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
