@@ -337,3 +337,33 @@ def test_bundle_errors_map_to_their_http_status(service_zip, tmp_path):
         assert served.classify(errors.GoldQueryError("x")).outcome == "gold_error"
     finally:
         served.close()
+
+
+def test_the_serve_command_runs_locally_and_stops_on_sigterm(service_zip):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    command = [sys.executable, "-m", "harness", "serve", "--local", "--zip", str(service_zip), "--port", "0",
+               "--workers", "2"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        port = None
+        for line in process.stdout:  # gunicorn says where it listens (port 0: the kernel chose)
+            found = re.search(r"Listening at: http://127\.0\.0\.1:(\d+)", line)
+            if found:
+                port = int(found.group(1))
+                break
+        assert port, "the server never said where it listens"
+        deadline = time.monotonic() + 30
+        while request("127.0.0.1", port, "GET", "/readyz").status != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert request("127.0.0.1", port, "GET", "/readyz").json["ready"] is True
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdout.close()

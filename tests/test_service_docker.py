@@ -210,3 +210,40 @@ def test_the_container_serves_the_bundle_locked_down_and_stops_gracefully(prepar
     import docker
     with pytest.raises(docker.errors.NotFound):
         server.client.containers.get(server.name)  # always removed
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_make_serve_s_command_follows_the_container_and_removes_it_on_sigterm(prepared_sample, tmp_path):
+    problem = engine_problem()
+    if problem:
+        pytest.skip(problem)
+    import os
+    import re
+    import signal
+    import docker
+    from harness.service_process import request
+    zip_path = tmp_path / "spider-scoring.zip"
+    pack.pack(prepared_sample / "bundle", zip_path)
+    command = [sys.executable, "-m", "harness", "serve", "--zip", str(zip_path), "--port", "0", "--workers", "2"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        found = None
+        for line in process.stdout:  # "building ..." may come first when the image is not built yet
+            found = re.search(r"ready at http://127\.0\.0\.1:(\d+)/grade \(container (\S+)\)", line)
+            if found:
+                break
+        assert found, "serve never said it was ready"
+        port, name = int(found.group(1)), found.group(2)
+        assert request("127.0.0.1", port, "GET", "/readyz").json["ready"] is True
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        rest = process.stdout.read()
+        assert "stopped" in rest
+        with pytest.raises(docker.errors.NotFound):
+            docker.from_env().containers.get(name)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdout.close()
