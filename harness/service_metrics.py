@@ -5,8 +5,10 @@ one directory and ``GET /metrics`` (answered by whichever worker) sums them: pro
 multiprocess mode. Why that and not a hand-made store: it is the de-facto standard for
 pre-fork servers (gunicorn is its documented example), counters of a worker that was killed or
 recycled are kept (totals never go backwards), and a scrape costs one read of a few small files.
-The directory lives on a tmpfs (``/tmp`` in the container), is emptied when the server starts,
-and the arbiter drops the live gauges of a worker that exited (``worker_exited``).
+The directory lives on a tmpfs (``/tmp`` in the container) and is emptied when the server
+starts. When a worker exits, the arbiter drops its live gauges and folds its counters and
+histograms into one archive file per kind (``compact``), so the folder holds the live workers'
+files and two archives, however many workers were recycled or killed.
 
 The mode is chosen when prometheus_client is first imported, so ``Metrics.create`` sets
 ``PROMETHEUS_MULTIPROC_DIR`` and only then imports it; the server's entry point calls it before
@@ -23,6 +25,7 @@ from typing import Iterable
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ENV = "PROMETHEUS_MULTIPROC_DIR"
+LOCK_FILE = ".metrics.lock"  # not *.db: never read as metrics
 # Latency buckets: a grade takes about a millisecond; the bundle's deadline is 2 s.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -103,9 +106,59 @@ class Metrics:
         return generate_latest(registry)
 
     def worker_exited(self, pid: int) -> None:
-        """In the arbiter, when a worker exits: its live gauges go (its counters stay)."""
+        """In the arbiter, when a worker exits: its live gauges go, its counts join the archive."""
         from prometheus_client import multiprocess
         multiprocess.mark_process_dead(pid, str(self.directory))
+        compact(self.directory, pid)
+
+
+def _locked(directory: Path, mode: int):
+    """An flock on the folder's lock file: shared for a scrape, exclusive for a compaction."""
+    import contextlib
+    import fcntl
+
+    @contextlib.contextmanager
+    def held():
+        with open(directory / LOCK_FILE, "a+b") as handle:
+            fcntl.flock(handle, mode)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+    return held()
+
+
+def compact(directory: Path, pid: int) -> int:
+    """Add an exited worker's counters and histograms into ``<kind>_archive.db``, then drop its files.
+
+    Without this, every worker that ever lived (recycled every ``max_requests``, or killed) would
+    leave its files behind: the tmpfs would fill and every scrape read more files. Done under the
+    exclusive lock that scrapes share, so no scrape sees a count twice or not at all (a counter
+    that seems to go back is read by Prometheus as a reset). Returns the number of values moved.
+    """
+    import fcntl
+    from prometheus_client.mmap_dict import MmapedDict
+    moved = 0
+    with _locked(directory, fcntl.LOCK_EX):
+        for kind in ("counter", "histogram"):
+            dead = directory / f"{kind}_{pid}.db"
+            if not dead.exists():
+                continue
+            values = list(MmapedDict.read_all_values_from_file(str(dead)))
+            archive = MmapedDict(str(directory / f"{kind}_archive.db"))
+            try:
+                for key, value, timestamp, _pos in values:
+                    total, _when = archive.read_value(key)
+                    archive.write_value(key, total + value, timestamp)
+                    moved += 1
+            finally:
+                archive.close()
+            dead.unlink()
+        # Gauges of the dead worker: the live ones went with mark_process_dead; what is left is the
+        # zero its copy of the arbiter-set bundle_info holds (mode max: the arbiter's 1 wins).
+        for gauge in directory.glob(f"gauge_*_{pid}.db"):
+            gauge.unlink()
+    return moved
 
 
 class _SettledFiles:
@@ -121,6 +174,11 @@ class _SettledFiles:
         self.directory, self.attempts = directory, attempts
 
     def collect(self):
+        import fcntl
+        with _locked(self.directory, fcntl.LOCK_SH):  # never in the middle of a compaction
+            return self._collect()
+
+    def _collect(self):
         import struct
         from prometheus_client.multiprocess import MultiProcessCollector
         for attempt in range(self.attempts):

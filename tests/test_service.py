@@ -302,6 +302,9 @@ def test_metrics_are_prometheus_text_with_every_outcome(server):
             "infrastructure_error", "gold_error"} <= outcomes
     assert {"spider_grader_requests", "spider_grader_request_seconds", "spider_grader_worker_rss_bytes",
             "spider_grader_bundle_info", "spider_grader_in_flight"} <= set(families)
+    bundle = families["spider_grader_bundle_info"].samples
+    sha = server.request("GET", "/health").json["bundle"]["sha256"]
+    assert [(s.labels["sha256"], s.value) for s in bundle] == [(sha, 1.0)]
     rss = families["spider_grader_worker_rss_bytes"].samples
     assert {int(s.labels["pid"]) for s in rss} <= set(server.workers())  # live workers only
 

@@ -205,10 +205,18 @@ def test_a_worker_over_its_resident_memory_ceiling_is_retired_after_answering(se
         assert len(retired) >= 3 and {r["reason"] for r in retired} == {"rss_over_limit"}
 
 
-def test_workers_are_recycled_after_max_requests_without_a_failed_request(service_zip, row):
+def test_workers_are_recycled_without_a_failed_request_or_a_lost_count(service_zip, row):
     with LocalServer(service_zip, ServiceSettings(workers=2, max_requests=5)) as server:
         seen = set()
-        for _ in range(30):
+        for _ in range(60):
             seen.update(server.workers())
             assert server.request("POST", "/grade", envelope(row, row.gold)).json["score"] == 1.0
-        assert len(seen) > 2
+        assert len(seen) > 6  # about one new worker every five requests
+        metrics = server.metrics()
+        # Every count of the exited workers was folded into the archives, none lost or doubled.
+        assert metrics['spider_grader_requests_total{endpoint="/grade",status="200"}'] == 60
+        assert metrics['spider_grader_outcomes_total{outcome="match"}'] == 60
+        assert metrics['spider_grader_request_seconds_count{endpoint="/grade"}'] == 60
+        files = sorted(p.name for p in (server.tmp / "metrics").glob("*.db"))
+        assert {"counter_archive.db", "histogram_archive.db"} <= set(files)
+        assert len(files) <= 2 + 1 + 3 * (2 + 1), files  # archives, the arbiter's, live workers' (one may be starting)
