@@ -243,7 +243,7 @@ class GraderApp:
         for envelope in envelopes:
             self.link.notify()  # a long batch is not a stuck worker
             if time.monotonic() > deadline:
-                error = GradeError(504, "RequestDeadline", "unscored", "not graded: the batch's deadline of "
+                error = GradeError(504, "RequestDeadline", "infrastructure_error", "not graded: the batch's deadline of "
                                    f"{self.settings.request_timeout_s:g} s passed first; send it again")
                 self._count_error(error)
                 results.append(error.body())

@@ -220,3 +220,15 @@ def test_workers_are_recycled_without_a_failed_request_or_a_lost_count(service_z
         files = sorted(p.name for p in (server.tmp / "metrics").glob("*.db"))
         assert {"counter_archive.db", "histogram_archive.db"} <= set(files)
         assert len(files) <= 2 + 1 + 3 * (2 + 1), files  # archives, the arbiter's, live workers' (one may be starting)
+
+
+def test_a_batch_past_its_deadline_answers_the_rest_unscored(service_zip, row):
+    env = {"SPIDER_SCORING_TIMEOUT_S": "1"}  # the first envelope runs to the bundle's 1 s deadline
+    with LocalServer(service_zip, ServiceSettings(workers=1, request_timeout_s=0.5), env=env) as server:
+        batch = [envelope(row, RUNAWAY_SQL)] + [envelope(row, row.gold)] * 3
+        reply = server.request("POST", "/grade/batch", {"envelopes": batch}, timeout=60)
+        assert reply.status == 200
+        first, *rest = reply.json["results"]
+        assert (first["score"], first["outcome"]) == (0.0, "prediction_timeout")
+        assert [(r["error"], r["status"]) for r in rest] == [("RequestDeadline", 504)] * 3
+        assert not any("score" in r for r in rest) and reply.json["unscored"] == 3
