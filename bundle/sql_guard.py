@@ -5,7 +5,8 @@ Layers, none of which relies on reading the SQL text (README, "Hardening"):
 * the file is opened ``mode=ro&immutable=1``: SQLite cannot write, lock or create side files;
 * an allow-list authorizer: only SELECT, reads, recursive CTEs and known pure functions; every
   write, ATTACH (and so VACUUM INTO), PRAGMA, transaction and ``load_extension`` is refused;
-* SQLite limits: no attached databases, strings and blobs capped, no sorter threads;
+* SQLite limits: no attached databases, strings and blobs capped, no sorter threads (Python 3.11+;
+  older sqlite3 modules cannot set them, and the heap ceiling is then the only bound on values);
 * ``temp_store=MEMORY`` (a runaway sort never spills to disk) and a process-wide heap ceiling;
 * a progress handler that interrupts the query at its deadline (the CPU is freed at once);
 * ``fetchmany`` with a row cap and a byte budget, so a huge result is refused before it is held;
