@@ -125,31 +125,44 @@ def connect():
     return docker.from_env(timeout=60)
 
 
-def ensure_image(client, base_image: str = DEFAULT_BASE_IMAGE, dockerfile: Path = DOCKERFILE,
-                 say: Callable[[str], None] = print) -> str:
-    """The trainer image's tag, built from ``dockerfile`` on ``base_image`` when not present yet."""
-    import docker
+def ensure_built(client, base_image: str, tag_for: Callable[[str], str], *, what: str, source: str,
+                 say: Callable[[str], None] = print, **build_args: Any) -> str:
+    """An image's tag, built on ``base_image`` when not present yet; shared by the trainer and service images.
+
+    ``tag_for(base_image_id)`` gives the tag (a hash of the build's inputs); ``build_args`` go to
+    ``client.images.build`` (the Dockerfile, or the context path). DockerUnavailable, saying what to
+    do, when the base image is missing or the build fails (with the end of its log).
+    """
+    import docker.errors
     try:
         base = client.images.get(base_image)
     except docker.errors.ImageNotFound:
         raise DockerUnavailable(
             f"base image {base_image} is not present: build the offline one with `make docker-base`, "
             f"or `docker pull python:3.11-slim` and pass BASE_IMAGE=python:3.11-slim") from None
-    text = dockerfile.read_bytes()
-    tag = image_tag(text, base.id)
+    tag = tag_for(base.id)
     try:
         client.images.get(tag)
         return tag
     except docker.errors.ImageNotFound:
         pass
-    say(f"building {tag} from {dockerfile.name} on {base_image} (once per input change)")
+    network_off = ", network off" if build_args.get("network_mode") == "none" else ""
+    say(f"building {tag} from {source} on {base_image} (once per input change{network_off})")
     try:
-        client.images.build(fileobj=io.BytesIO(text), tag=tag, buildargs={"BASE_IMAGE": base_image},
-                            pull=False, rm=True, forcerm=True, labels={"spider-scoring.base": base.id})
+        client.images.build(tag=tag, buildargs={"BASE_IMAGE": base_image}, pull=False, rm=True, forcerm=True,
+                            labels={"spider-scoring.base": base.id}, **build_args)
     except docker.errors.BuildError as exc:
         log = "".join(str(part.get("stream", "")) for part in exc.build_log)[-2000:]
-        raise DockerUnavailable(f"building the trainer image failed: {exc}\n{log}") from None
+        raise DockerUnavailable(f"building the {what} image failed: {exc}\n{log}") from None
     return tag
+
+
+def ensure_image(client, base_image: str = DEFAULT_BASE_IMAGE, dockerfile: Path = DOCKERFILE,
+                 say: Callable[[str], None] = print) -> str:
+    """The trainer image's tag, built from ``dockerfile`` on ``base_image`` when not present yet."""
+    text = dockerfile.read_bytes()
+    return ensure_built(client, base_image, lambda base_id: image_tag(text, base_id), what="trainer",
+                        source=dockerfile.name, say=say, fileobj=io.BytesIO(text))
 
 
 # --- staging inputs -------------------------------------------------------------------------------

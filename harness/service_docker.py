@@ -149,31 +149,15 @@ def image_tag(files: dict[str, bytes], base_image_id: str) -> str:
 
 def ensure_image(client, base_image: str | None = None, say: Callable[[str], None] = print) -> str:
     """The service image's tag, built on ``base_image`` when not present yet."""
-    import docker.errors
     base_image = base_image or docker_run.DEFAULT_BASE_IMAGE
-    try:
-        base = client.images.get(base_image)
-    except docker.errors.ImageNotFound:
-        raise DockerUnavailable(f"base image {base_image} is not present: build the offline one with "
-                                "`make docker-base`, or pass BASE_IMAGE=python:3.11-slim where Docker Hub is reachable") from None
     context = Path(tempfile.mkdtemp(prefix="spider-grader-image-"))
+
+    def tag_for(base_image_id: str) -> str:  # only once the base image is known to be there
+        return image_tag(build_context(context, fetch_wheels(say=say)), base_image_id)
     try:
-        files = build_context(context, fetch_wheels(say=say))
-        tag = image_tag(files, base.id)
-        try:
-            client.images.get(tag)
-            return tag
-        except docker.errors.ImageNotFound:
-            pass
-        say(f"building {tag} from {DOCKERFILE.name} on {base_image} (once per input change, network off)")
-        try:
-            client.images.build(path=str(context), dockerfile="service.Dockerfile", tag=tag, pull=False, rm=True,
-                                forcerm=True, network_mode="none", buildargs={"BASE_IMAGE": base_image},
-                                labels={"spider-scoring.base": base.id})
-        except docker.errors.BuildError as exc:
-            log = "".join(str(part.get("stream", "")) for part in exc.build_log)[-2000:]
-            raise DockerUnavailable(f"building the service image failed: {exc}\n{log}") from None
-        return tag
+        return docker_run.ensure_built(client, base_image, tag_for, what="service", source=DOCKERFILE.name,
+                                       say=say, path=str(context), dockerfile="service.Dockerfile",
+                                       network_mode="none")
     finally:
         shutil.rmtree(context, ignore_errors=True)
 
