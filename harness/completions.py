@@ -15,11 +15,11 @@ Either every line names its row or none does.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.jsonl import read_jsonl
 
 _TEXT_KEYS = ("completion", "output", "prediction", "response", "generated")
 _ID_KEYS = ("row_id", "id")
@@ -60,11 +60,7 @@ class Completions:
         return [self.positional[i] if i < len(self.positional) else [] for i in range(len(row_ids))]
 
 
-def _parse_line(path: Path, number: int, line: str) -> tuple[str | None, list[str]]:
-    try:
-        data = json.loads(line)
-    except ValueError as exc:
-        raise InputError(f"{path}:{number}: not JSON ({exc})") from None
+def _parse_line(path: Path, number: int, data: object) -> tuple[str | None, list[str]]:
     if isinstance(data, str):
         return None, [data]
     if not isinstance(data, dict):
@@ -86,17 +82,11 @@ def _parse_line(path: Path, number: int, line: str) -> tuple[str | None, list[st
 
 def read_completions(path: str | os.PathLike) -> Completions:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read completions file {path}: {exc}") from None
     by_row: dict[str, list[str]] = {}
     positional: list[list[str]] = []
     with_ids = without_ids = 0
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        row_id, texts = _parse_line(path, number, line)
+    for number, data in read_jsonl(path, "completions file"):
+        row_id, texts = _parse_line(path, number, data)
         if row_id is None:
             without_ids += 1
             positional.append(texts)

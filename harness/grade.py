@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
@@ -38,6 +37,7 @@ from bundle import bundle_index, scoring_entry
 from bundle.scoring_errors import BundleDataError, ScoringInfrastructureError
 from harness.completions import read_completions
 from harness.errors import InputError
+from harness.jsonl import read_jsonl
 from harness.results import RowResult, write_results
 
 BUNDLE_SOURCE = Path(__file__).resolve().parent.parent / "bundle"
@@ -81,18 +81,8 @@ def parse_eval_line(data: object, index: int, where: str) -> EvalRow:
 
 def read_eval(path: str | os.PathLike) -> list[EvalRow]:
     """The eval split's rows, in file order; InputError names the file and line of a bad row."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read eval split {path}: {exc}") from None
     rows: list[EvalRow] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{path}:{number}: not JSON ({exc})") from None
+    for number, data in read_jsonl(path, "eval split"):
         rows.append(parse_eval_line(data, len(rows), f"{path}:{number}"))
     duplicated = [i for i, n in collections.Counter(r.row_id for r in rows).items() if n > 1]
     if duplicated:

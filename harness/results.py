@@ -20,6 +20,7 @@ from typing import Iterable
 
 from harness.bundle_data import atomic_write_bytes
 from harness.errors import InputError
+from harness.jsonl import read_jsonl
 
 FIELDS = ("row_id", "db_id", "question", "gold", "completion", "sql", "score", "outcome", "detail")
 
@@ -49,18 +50,8 @@ def write_results(path: str | os.PathLike, results: Iterable[RowResult]) -> None
 def read_results(path: str | os.PathLike) -> list[RowResult]:
     """Read and validate a per-row results file; InputError names the file, line and problem."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read results file {path}: {exc}") from None
     out, seen = [], set()
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{path}:{number}: not JSON ({exc}); regenerate the file with the grade command") from None
+    for number, data in read_jsonl(path, "results file", "; regenerate the file with the grade command"):
         if not isinstance(data, dict):
             raise InputError(f"{path}:{number}: expected a JSON object per line")
         missing = [f for f in FIELDS if f not in data]
