@@ -93,6 +93,15 @@ def prepared_sample(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def sample_zip(prepared_sample, tmp_path_factory) -> Path:
+    """The sample bundle packed into a zip, exactly as `make pack` builds it. Treat as read-only."""
+    from harness import pack
+    out = tmp_path_factory.mktemp("sample_zip") / "spider-scoring.zip"
+    pack.pack(prepared_sample / "bundle", out)
+    return out
+
+
 # The arguments prepared_spider ran with, minus --api-url, --cache-dir and --out.
 SPIDER_PREPARE_ARGS = ("--rows", "2000", "--rl-rows", "600", "--eval-rows", "300", "--request-interval", "0")
 

@@ -13,18 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import emulate, emulate_main, emulate_modes, pack
+from harness import emulate, emulate_main, emulate_modes
 from harness.errors import InputError, PackError
 from harness.results import read_results, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_COMPLETIONS = ROOT / "fixtures" / "sample" / "completions-eval.jsonl"
-
-
-@pytest.fixture(scope="module")
-def sample_zip(prepared_sample, tmp_path_factory) -> Path:
-    summary, _ = pack.pack(prepared_sample / "bundle", tmp_path_factory.mktemp("zip") / "bundle.zip")
-    return Path(summary.path)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import loadtest, pack
+from harness import loadtest
 from harness.errors import InputError
 from harness.grade import read_eval
 from harness.service_process import LocalServer
@@ -21,20 +21,13 @@ from harness.service_workload import (KINDS, RUNAWAY_SQL, Probe, build_probes, c
 
 
 @pytest.fixture(scope="module")
-def service_zip(prepared_sample, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("loadtest") / "spider-scoring.zip"
-    pack.pack(prepared_sample / "bundle", out)
-    return out
-
-
-@pytest.fixture(scope="module")
 def eval_path(prepared_sample) -> Path:
     return prepared_sample / "data" / "eval.jsonl"
 
 
 @pytest.fixture(scope="module")
-def server(service_zip):
-    with LocalServer(service_zip, ServiceSettings(workers=4)) as running:
+def server(sample_zip):
+    with LocalServer(sample_zip, ServiceSettings(workers=4)) as running:
         yield running
 
 

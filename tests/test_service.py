@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from harness import pack
 from harness.completions import read_completions
 from harness.errors import HarnessError
 from harness.grade import grade_rows, read_eval
@@ -35,21 +34,13 @@ NOT_A_SCORE = ("score", "ok", "passed")
 
 
 @pytest.fixture(scope="module")
-def service_zip(prepared_sample, tmp_path_factory) -> Path:
-    """The sample bundle packed into a zip, exactly as `make pack` builds it."""
-    out = tmp_path_factory.mktemp("service") / "spider-scoring.zip"
-    pack.pack(prepared_sample / "bundle", out)
-    return out
-
-
-@pytest.fixture(scope="module")
 def eval_rows(prepared_sample):
     return read_eval(prepared_sample / "data" / "eval.jsonl")
 
 
 @pytest.fixture(scope="module")
-def server(service_zip):
-    with LocalServer(service_zip, ServiceSettings(workers=2)) as running:
+def server(sample_zip):
+    with LocalServer(sample_zip, ServiceSettings(workers=2)) as running:
         yield running
 
 
@@ -81,12 +72,12 @@ def split_response(data: bytes) -> tuple[int, dict]:
 
 # --- health and readiness ---------------------------------------------------------------------
 
-def test_health_reports_the_zip_hash_both_sqlite_versions_and_the_checked_data(server, service_zip):
+def test_health_reports_the_zip_hash_both_sqlite_versions_and_the_checked_data(server, sample_zip):
     health = server.request("GET", "/health")
     assert health.status == 200
     bundle = health.json["bundle"]
-    index = json.loads(zipfile.ZipFile(service_zip).read("data/index.json"))
-    assert bundle["sha256"] == hashlib.sha256(service_zip.read_bytes()).hexdigest()
+    index = json.loads(zipfile.ZipFile(sample_zip).read("data/index.json"))
+    assert bundle["sha256"] == hashlib.sha256(sample_zip.read_bytes()).hexdigest()
     assert bundle["sqlite_version_runtime"] == sqlite3.sqlite_version  # the server runs this Python
     assert bundle["sqlite_version_built"] == index["sqlite_version"]
     assert bundle["databases"] == len(index["databases"]) and bundle["rows"] == len(index["rows"])
@@ -96,9 +87,9 @@ def test_health_reports_the_zip_hash_both_sqlite_versions_and_the_checked_data(s
     assert server.request("GET", "/livez").json["status"] == "alive"
 
 
-def test_a_bundle_with_a_corrupt_database_never_becomes_ready(service_zip, tmp_path):
+def test_a_bundle_with_a_corrupt_database_never_becomes_ready(sample_zip, tmp_path):
     bad = tmp_path / "corrupt.zip"
-    with zipfile.ZipFile(service_zip) as source, zipfile.ZipFile(bad, "w") as target:
+    with zipfile.ZipFile(sample_zip) as source, zipfile.ZipFile(bad, "w") as target:
         for info in source.infolist():
             data = source.read(info)
             if info.filename.startswith("data/databases/") and info.filename.endswith(".sqlite"):
@@ -233,10 +224,10 @@ def test_an_oversized_request_line_is_refused_by_the_http_layer(server):
 # --- hostile SQL and concurrency --------------------------------------------------------------
 
 @pytest.mark.slow
-def test_the_hostile_suite_scores_zero_within_its_bounds_and_the_service_keeps_answering(service_zip, eval_rows):
+def test_the_hostile_suite_scores_zero_within_its_bounds_and_the_service_keeps_answering(sample_zip, eval_rows):
     row = eval_rows[0]
     cases = load_cases(first_table(row.prompt), "/tmp")
-    with LocalServer(service_zip, ServiceSettings(workers=4)) as running:
+    with LocalServer(sample_zip, ServiceSettings(workers=4)) as running:
         def send(case):
             started = time.monotonic()
             body = json.dumps(envelope(row, case.text)).encode()
@@ -328,9 +319,9 @@ def test_every_service_setting_is_documented_in_the_readme():
         assert f"`{flag(name)}`" in section, name
 
 
-def test_bundle_errors_map_to_their_http_status(service_zip, tmp_path):
+def test_bundle_errors_map_to_their_http_status(sample_zip, tmp_path):
     from harness.service_bundle import ERROR_STATUS, ServedBundle
-    served = ServedBundle.load(service_zip, tmp_path)
+    served = ServedBundle.load(sample_zip, tmp_path)
     try:
         errors = served.loaded.module("scoring_errors")
         for name, status in ERROR_STATUS:
@@ -342,13 +333,13 @@ def test_bundle_errors_map_to_their_http_status(service_zip, tmp_path):
         served.close()
 
 
-def test_the_serve_command_runs_locally_and_stops_on_sigterm(service_zip):
+def test_the_serve_command_runs_locally_and_stops_on_sigterm(sample_zip):
     import os
     import re
     import signal
     import subprocess
     import sys
-    command = [sys.executable, "-m", "harness", "serve", "--local", "--zip", str(service_zip), "--port", "0",
+    command = [sys.executable, "-m", "harness", "serve", "--local", "--zip", str(sample_zip), "--port", "0",
                "--workers", "2"]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})

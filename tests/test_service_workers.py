@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from harness import pack
 from harness.grade import read_eval
 from harness.service_guard import WATCHDOG_EXIT, Watchdog
 from harness.service_process import LocalServer
@@ -27,13 +26,6 @@ from harness.service_settings import MiB, ServiceSettings
 from harness.service_workload import RUNAWAY_SQL
 
 LONG_DEADLINE = {"SPIDER_SCORING_TIMEOUT_S": "60"}  # the bundle would let the runaway run a minute
-
-
-@pytest.fixture(scope="module")
-def service_zip(prepared_sample, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("service_workers") / "spider-scoring.zip"
-    pack.pack(prepared_sample / "bundle", out)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +102,9 @@ def test_a_disarmed_watchdog_never_fires():
 
 # --- time limits --------------------------------------------------------------------------------
 
-def test_a_request_over_the_hard_limit_gets_504_and_its_worker_is_replaced(service_zip, row):
+def test_a_request_over_the_hard_limit_gets_504_and_its_worker_is_replaced(sample_zip, row):
     settings = ServiceSettings(workers=2, envelope_timeout_s=1.0)
-    with LocalServer(service_zip, settings, env=LONG_DEADLINE) as server:
+    with LocalServer(sample_zip, settings, env=LONG_DEADLINE) as server:
         before = set(server.workers())
         started = time.monotonic()
         reply = server.request("POST", "/grade", envelope(row, RUNAWAY_SQL), timeout=60)
@@ -127,8 +119,8 @@ def test_a_request_over_the_hard_limit_gets_504_and_its_worker_is_replaced(servi
 
 @pytest.mark.parametrize("sig, answer", [(signal.SIGKILL, None), (signal.SIGABRT, 504)],
                          ids=["SIGKILL: connection closed", "SIGABRT (heartbeat timeout): 504"])
-def test_a_worker_killed_mid_request_is_replaced_and_the_client_gets_no_score(service_zip, row, sig, answer):
-    with LocalServer(service_zip, ServiceSettings(workers=2), env=LONG_DEADLINE) as server, \
+def test_a_worker_killed_mid_request_is_replaced_and_the_client_gets_no_score(sample_zip, row, sig, answer):
+    with LocalServer(sample_zip, ServiceSettings(workers=2), env=LONG_DEADLINE) as server, \
             concurrent.futures.ThreadPoolExecutor(1) as pool:
         pending = send_in_background(pool, server, envelope(row, RUNAWAY_SQL))
         victim = wait_for(lambda: busy_worker(server), what="the runaway request to be in flight")
@@ -142,9 +134,9 @@ def test_a_worker_killed_mid_request_is_replaced_and_the_client_gets_no_score(se
         assert server.request("POST", "/grade", envelope(row, row.gold)).json["score"] == 1.0
 
 
-def test_sigterm_lets_the_request_in_flight_finish_then_the_server_exits(service_zip, row):
+def test_sigterm_lets_the_request_in_flight_finish_then_the_server_exits(sample_zip, row):
     env = {"SPIDER_SCORING_TIMEOUT_S": "1.5"}  # the runaway ends at the bundle's deadline, with a score
-    server = LocalServer(service_zip, ServiceSettings(workers=2), env=env).start()
+    server = LocalServer(sample_zip, ServiceSettings(workers=2), env=env).start()
     try:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             pending = send_in_background(pool, server, envelope(row, RUNAWAY_SQL))
@@ -162,11 +154,11 @@ def test_sigterm_lets_the_request_in_flight_finish_then_the_server_exits(service
 
 # --- memory --------------------------------------------------------------------------------------
 
-def test_every_worker_runs_under_its_address_space_limit(service_zip):
+def test_every_worker_runs_under_its_address_space_limit(sample_zip):
     def limit_of(pid: int) -> list[str]:
         limits = Path(f"/proc/{pid}/limits").read_text()
         return next(l for l in limits.splitlines() if l.startswith("Max address space")).split()[3:5]
-    with LocalServer(service_zip, ServiceSettings(workers=2, worker_memory_bytes=700 * MiB)) as server:
+    with LocalServer(sample_zip, ServiceSettings(workers=2, worker_memory_bytes=700 * MiB)) as server:
         wait_for(lambda: len(server.workers()) == 2, what="both workers")
         # A worker just forked sets its limit in post_fork, a moment after it appears.
         wait_for(lambda: all(limit_of(pid) != ["unlimited", "unlimited"] for pid in server.workers()),
@@ -174,14 +166,14 @@ def test_every_worker_runs_under_its_address_space_limit(service_zip):
         assert [limit_of(pid) for pid in server.workers()] == [[str(700 * MiB)] * 2] * 2
 
 
-def test_a_worker_out_of_address_space_answers_503_and_is_replaced(service_zip, row):
+def test_a_worker_out_of_address_space_answers_503_and_is_replaced(sample_zip, row):
     # The ceiling: this worker's own address space when warm, plus 8 MiB; a 64 MiB body cannot fit.
-    with LocalServer(service_zip, ServiceSettings(workers=1)) as probe:
+    with LocalServer(sample_zip, ServiceSettings(workers=1)) as probe:
         probe.request("POST", "/grade", envelope(row, row.gold))
         status = Path(f"/proc/{probe.workers()[0]}/status").read_text()
         warm_kib = int(next(l for l in status.splitlines() if l.startswith("VmSize")).split()[1])
     settings = ServiceSettings(workers=1, worker_memory_bytes=warm_kib * 1024 + 8 * MiB, max_batch_bytes=128 * MiB)
-    with LocalServer(service_zip, settings) as server:
+    with LocalServer(sample_zip, settings) as server:
         worker = server.workers()[0]
         reply = server.request("POST", "/grade/batch", {"envelopes": [envelope(row, "x" * 64 * MiB)]})
         assert reply.status == 503 and reply.json["error"] == "WorkerMemoryLimit", server.log_tail()
@@ -191,9 +183,9 @@ def test_a_worker_out_of_address_space_answers_503_and_is_replaced(service_zip, 
         assert server.metrics()['spider_grader_worker_exits_total{reason="memory_error"}'] == 1
 
 
-def test_a_worker_over_its_resident_memory_ceiling_is_retired_after_answering(service_zip, row):
+def test_a_worker_over_its_resident_memory_ceiling_is_retired_after_answering(sample_zip, row):
     # A ceiling below any Python process: every worker retires after each request it answers.
-    with LocalServer(service_zip, ServiceSettings(workers=1, worker_max_rss_bytes=1 * MiB)) as server:
+    with LocalServer(sample_zip, ServiceSettings(workers=1, worker_max_rss_bytes=1 * MiB)) as server:
         pids = set()
         for _ in range(3):
             pids.add(server.workers()[0])
@@ -205,8 +197,8 @@ def test_a_worker_over_its_resident_memory_ceiling_is_retired_after_answering(se
         assert len(retired) >= 3 and {r["reason"] for r in retired} == {"rss_over_limit"}
 
 
-def test_workers_are_recycled_without_a_failed_request_or_a_lost_count(service_zip, row):
-    with LocalServer(service_zip, ServiceSettings(workers=2, max_requests=5)) as server:
+def test_workers_are_recycled_without_a_failed_request_or_a_lost_count(sample_zip, row):
+    with LocalServer(sample_zip, ServiceSettings(workers=2, max_requests=5)) as server:
         seen = set()
         for _ in range(60):
             seen.update(server.workers())
@@ -222,9 +214,9 @@ def test_workers_are_recycled_without_a_failed_request_or_a_lost_count(service_z
         assert len(files) <= 2 + 1 + 3 * (2 + 1), files  # archives, the arbiter's, live workers' (one may be starting)
 
 
-def test_a_batch_past_its_deadline_answers_the_rest_unscored(service_zip, row):
+def test_a_batch_past_its_deadline_answers_the_rest_unscored(sample_zip, row):
     env = {"SPIDER_SCORING_TIMEOUT_S": "1"}  # the first envelope runs to the bundle's 1 s deadline
-    with LocalServer(service_zip, ServiceSettings(workers=1, request_timeout_s=0.5), env=env) as server:
+    with LocalServer(sample_zip, ServiceSettings(workers=1, request_timeout_s=0.5), env=env) as server:
         batch = [envelope(row, RUNAWAY_SQL)] + [envelope(row, row.gold)] * 3
         reply = server.request("POST", "/grade/batch", {"envelopes": batch}, timeout=60)
         assert reply.status == 200
