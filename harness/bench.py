@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from harness import bundle_data, hostile
+from harness import bundle_data
 from harness.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -217,7 +217,7 @@ def render(report: dict[str, Any], max_growth_mib: float) -> str:
             lines.append(f"  {kind:<9}{figures['requests']:>6} requests  p50 {figures['p50_ms']} ms  "
                          f"p99 {figures['p99_ms']} ms  max {figures['max_ms']} ms")
         memory = p["memory"]
-        lines.append(f"  worker RSS (MiB), first -> last sample: " + ", ".join(
+        lines.append("  worker RSS (MiB), first -> last sample: " + ", ".join(
             f"{pid}: {memory['first_mib'][pid]} -> {memory['last_mib'][pid]}" for pid in memory["first_mib"]))
         lines.append(f"  {memory['samples']} samples, {memory['workers_seen']} workers seen, peak {memory['peak_mib']} MiB")
         lines += [f"  ! {example}" for example in p["examples"]]

@@ -30,7 +30,7 @@ import stat
 import sys
 import tempfile
 import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from harness.errors import PackError
 

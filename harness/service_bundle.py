@@ -17,7 +17,6 @@ Standard library only (with harness.emulate, harness.pack, harness.errors), like
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import sqlite3
 from pathlib import Path
@@ -124,18 +123,6 @@ class ServedBundle:
 
     def close(self) -> None:
         self.loaded.close()
-
-
-def zip_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes (the bundle's identity on the trainer)."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as exc:
-        raise InputError(f"cannot read the bundle zip {path} ({exc}): build it with `make pack`") from None
-    return digest.hexdigest()
 
 
 def require_zip(path: str | os.PathLike) -> Path:

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from bundle import sql_guard
-from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.verify import gold_shape, verify
 
 from conftest import find_spider

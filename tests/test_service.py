@@ -24,7 +24,7 @@ from harness.completions import read_completions
 from harness.errors import HarnessError
 from harness.grade import grade_rows, read_eval
 from harness.hostile import load_cases
-from harness.service_process import LocalServer, parse_prometheus, request
+from harness.service_process import LocalServer, request
 from harness.service_settings import SETTINGS, ServiceSettings, flag
 from harness.service_workload import first_table
 
