@@ -32,14 +32,6 @@ class GoldFailed(Exception):
     """A gold query failed while precomputing results; names the row."""
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def schema_lines(sqlite_path: str | os.PathLike) -> list[str]:
     """One ``table(col, col)`` line per table, in the database's own order (sqlite_master order).
 

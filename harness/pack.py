@@ -195,7 +195,7 @@ def file_list(staged: str | os.PathLike) -> tuple[dict[str, Path], list[str]]:
             raise PackError(f"index entry for database {db_id!r} names file {entry.get('file')!r}, "
                             f"not under databases/: rebuild the index with `make bundle`")
         source = _regular_file(staged / name, f"database {db_id!r}")
-        digest = _sha256_file(source)
+        digest = sha256_file(source)
         if digest != entry.get("sha256"):
             raise PackError(f"database {db_id!r} at {source} has SHA-256 {digest[:12]}..., the index "
                             f"records {str(entry.get('sha256'))[:12]}...: rebuild with `make bundle`")
@@ -205,7 +205,8 @@ def file_list(staged: str | os.PathLike) -> tuple[dict[str, Path], list[str]]:
     return dict(sorted(entries.items())), left_out
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: str | os.PathLike) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (databases, the zip, the files `submit` sends)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

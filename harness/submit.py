@@ -26,8 +26,9 @@ from typing import Callable
 
 from harness import names as N
 from harness import pipeline
-from harness.bundle_data import atomic_write_bytes, sha256_file
+from harness.bundle_data import atomic_write_bytes
 from harness.errors import InputError, SubmitError
+from harness.pack import sha256_file
 from harness.submit_process import (Result, Runner, Verifier, command_verifier, run_process,
                                      verification)
 

@@ -14,7 +14,8 @@ import pytest
 
 from api_server import ApiServer
 from conftest import SPIDER_PREPARE_ARGS, run_prepare
-from harness.bundle_data import schema_lines, sha256_file
+from harness.bundle_data import schema_lines
+from harness.pack import sha256_file
 from harness.prepare import DEFAULT_MAX_SCHEMA
 from test_prepare import SPLITS, load, output_files, score_staged_rows
 
