@@ -18,6 +18,7 @@ unprivileged user read inputs that live in private folders.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -30,7 +31,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from harness.errors import DockerUnavailable, InputError
 
@@ -200,11 +201,18 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _install_handlers() -> dict[int, Any]:
-    """SIGTERM and SIGHUP become KeyboardInterrupt, so ``finally`` runs for them as for Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+@contextlib.contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """Inside: SIGTERM and SIGHUP become KeyboardInterrupt, so ``finally`` runs for them as for
+    Ctrl-C (in the main thread; elsewhere nothing changes). The previous handlers come back after."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def remove_container(client, name: str) -> None:
@@ -221,41 +229,39 @@ def remove_container(client, name: str) -> None:
 def run_container(client, config: dict[str, Any], *, timeout_s: float = 3600.0,
                   on_stderr: Callable[[str], None] | None = None) -> ContainerResult:
     """Create, start and follow one container; always removed, whatever happens."""
-    previous = _install_handlers()
     timed_out = threading.Event()
     timer = None
     started = time.monotonic()
-    try:
-        container = client.containers.create(**config)
-        container.start()
+    with interrupt_on_signals():
+        try:
+            container = client.containers.create(**config)
+            container.start()
 
-        def kill() -> None:
-            timed_out.set()
-            try:
-                container.kill()
-            except Exception:  # already gone: nothing left to stop
-                pass
-        timer = threading.Timer(timeout_s, kill)
-        timer.daemon = True
-        timer.start()
-        chunks = []
-        for chunk in container.logs(stream=True, follow=True, stdout=False, stderr=True):
-            text = chunk.decode("utf-8", "replace")
-            chunks.append(text)
-            if on_stderr is not None:
-                on_stderr(text)
-        status = container.wait()
-        stdout = container.logs(stdout=True, stderr=False)
-        container.reload()
-        oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
-        return ContainerResult(int(status.get("StatusCode", -1)), stdout, "".join(chunks),
-                               time.monotonic() - started, timed_out.is_set(), oom, config["name"])
-    finally:
-        if timer is not None:
-            timer.cancel()
-        remove_container(client, config["name"])
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            def kill() -> None:
+                timed_out.set()
+                try:
+                    container.kill()
+                except Exception:  # already gone: nothing left to stop
+                    pass
+            timer = threading.Timer(timeout_s, kill)
+            timer.daemon = True
+            timer.start()
+            chunks = []
+            for chunk in container.logs(stream=True, follow=True, stdout=False, stderr=True):
+                text = chunk.decode("utf-8", "replace")
+                chunks.append(text)
+                if on_stderr is not None:
+                    on_stderr(text)
+            status = container.wait()
+            stdout = container.logs(stdout=True, stderr=False)
+            container.reload()
+            oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
+            return ContainerResult(int(status.get("StatusCode", -1)), stdout, "".join(chunks),
+                                   time.monotonic() - started, timed_out.is_set(), oom, config["name"])
+        finally:
+            if timer is not None:
+                timer.cancel()
+            remove_container(client, config["name"])
 
 
 def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str = DEFAULT_BASE_IMAGE,

@@ -12,10 +12,7 @@ Docker. Point a trainer's evaluation at ``http:http://127.0.0.1:PORT/grade``.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from pathlib import Path
-from typing import Any
 
 from harness import service_settings
 from harness.names import BUNDLE_ZIP
@@ -29,27 +26,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     service_settings.add_arguments(parser)
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _serve_docker(args: argparse.Namespace, settings: service_settings.ServiceSettings) -> int:
+    from harness.docker_run import interrupt_on_signals
     from harness.service_docker import ServiceContainer
     server = ServiceContainer(args.zip, settings, base_image=args.base_image, host_port=args.port)
-    previous = {}
-    if threading.current_thread() is threading.main_thread():  # SIGTERM stops it like Ctrl-C
-        previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        with server:
-            print(f"grader service ready at {server.url}/grade (container {server.name}); Ctrl-C stops it",
+    with interrupt_on_signals():  # SIGTERM stops it like Ctrl-C
+        try:
+            with server:
+                print(f"grader service ready at {server.url}/grade (container {server.name}); Ctrl-C stops it",
+                      flush=True)
+                for chunk in server.container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                    print(chunk.decode("utf-8", "replace"), end="", flush=True)
+        except KeyboardInterrupt:
+            print("grader service stopped (requests in flight were let finish) and its container removed",
                   flush=True)
-            for chunk in server.container.logs(stream=True, follow=True, stdout=True, stderr=True):
-                print(chunk.decode("utf-8", "replace"), end="", flush=True)
-    except KeyboardInterrupt:
-        print("grader service stopped (requests in flight were let finish) and its container removed", flush=True)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     return 0
 
 
