@@ -44,7 +44,7 @@ class PipelineParams:
     sft_lora_rank: int = 16
     sft_learning_rate: float = 1e-4
     sft_epochs: int = 1
-    sft_max_seq_length: int = 768
+    sft_max_seq_length: int = prompts.SFT_MAX_TOKENS
     sft_precision: str = "bf16"
     sft_gpus: int = 1
     rl_max_steps: int = 40
@@ -52,11 +52,11 @@ class PipelineParams:
     rl_group_size: int = 8
     rl_kl_beta: float = 0.0
     rl_temperature: float = 1.0
-    rl_max_completion_length: int = 64
+    rl_max_completion_length: int = prompts.GRPO_COMPLETION_TOKENS
     rl_staleness_threshold: int = 0
     rl_lora_rank: int = 16
     rl_learning_rate: float = 1e-5
-    rl_max_seq_length: int = 384
+    rl_max_seq_length: int = prompts.GRPO_MAX_TOKENS
     rl_save_every: int = 4
     rl_keep_adapters: int = 10
     rl_micro_batch_sequences: int = 32
@@ -222,14 +222,9 @@ def read_split(path: Path) -> list[tuple[int, list[dict]]]:
     return rows
 
 
-def estimate_tokens(messages: list[dict]) -> int:
-    """Token estimate of a chat, the same as prepare's summary (harness.prompts): ceil(chars / 3.5)
-    per message + 4 chat-template tokens per message.
-
-    >>> estimate_tokens([{"role": "user", "content": "x" * 9}])
-    7
-    """
-    return sum(prompts.estimate_tokens(m["content"]) + prompts.TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+# A row's token estimate, the same as prepare's summary (``harness.prompts``): ceil(chars / 3.5)
+# per message + 4 chat-template tokens per message.
+estimate_tokens = prompts.chat_tokens
 
 
 def _prompt(messages: list[dict]) -> list[dict]:
@@ -245,11 +240,11 @@ def _longest(rows: list[tuple[int, list[dict]]], prompt_only: bool) -> tuple[int
 def _check_grpo(stage: dict, rows: list, file: str, notes: list[str], problems: list[str]) -> None:
     config = stage["config"]
     steps, per_step = config.get("maxSteps", 0), config.get("promptsPerStep", 0)
-    prompts = steps * per_step
-    passes = prompts / len(rows)
+    used = steps * per_step
+    passes = used / len(rows)
     detail = ("every prompt is used more than once" if passes > 1
-              else f"{len(rows) - prompts} rows are never used" if passes < 1 else "each row once")
-    notes.append(f"{stage['name']}: {steps} steps x {per_step} prompts per step = {prompts} prompts "
+              else f"{len(rows) - used} rows are never used" if passes < 1 else "each row once")
+    notes.append(f"{stage['name']}: {steps} steps x {per_step} prompts per step = {used} prompts "
                  f"over {len(rows)} rows of {file}: {passes:.2f} passes ({detail})")
     completion = config.get("maxCompletionLength", 0)
     seq = config.get("maxSeqLength", 0)

@@ -62,12 +62,19 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
+def chat_tokens(messages: Iterable[dict]) -> int:
+    """Estimated tokens of chat messages, each message's template tokens included.
+
+    >>> chat_tokens([{"role": "user", "content": "x" * 9}])
+    7
+    """
+    return sum(estimate_tokens(m["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+
+
 def row_tokens(row: dict) -> tuple[int, int]:
     """Estimated tokens of (the prompt: system + user, the gold answer), template included."""
     messages = row["messages"]
-    prompt = sum(estimate_tokens(m["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for m in messages[:-1])
-    answer = estimate_tokens(messages[-1]["content"]) + TEMPLATE_TOKENS_PER_MESSAGE
-    return prompt, answer
+    return chat_tokens(messages[:-1]), chat_tokens(messages[-1:])
 
 
 def prompt_stats(rows: Sequence[dict]) -> dict:
