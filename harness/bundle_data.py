@@ -13,7 +13,7 @@ import os
 import sqlite3
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from bundle import bundle_index, gold_results, sql_guard
 from bundle import verify as bundle_verify
@@ -85,7 +85,7 @@ def dumps_canonical(data: object) -> bytes:
 
 
 def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
-                      databases: dict[str, str | os.PathLike], *, precompute: bool = True,
+                      databases: Mapping[str, str | os.PathLike], *, precompute: bool = True,
                       limits: Limits = DEFAULT_LIMITS) -> dict:
     """Copy the used databases under ``dest_root/data`` and write ``data/index.json``.
 

@@ -35,7 +35,7 @@ from typing import Callable
 
 from harness import hostile, mutate
 from harness.emulate import LoadedBundle, directory_listing
-from harness.emulate_modes import SplitRow, call_score, read_split_lenient
+from harness.emulate_modes import Call, SplitRow, call_score, read_split_lenient
 
 SPLITS = ("train", "rl", "eval")
 PROBE = Path(__file__).resolve().parent / "emulate_probe.py"
@@ -199,7 +199,7 @@ def check_stale_gold(loaded: LoadedBundle, rows: dict[str, list[SplitRow]]) -> C
 
 # --- scoring checks -------------------------------------------------------------------------------
 
-def _score_all(calls: list[tuple[str, Callable, dict]], workers: int) -> list[tuple[str, object]]:
+def _score_all(calls: list[tuple[str, Callable, dict]], workers: int) -> list[tuple[str, Call]]:
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [(label, pool.submit(call_score, fn, **kwargs)) for label, fn, kwargs in calls]
         return [(label, future.result()) for label, future in futures]
