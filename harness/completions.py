@@ -60,12 +60,21 @@ class Completions:
         return [self.positional[i] if i < len(self.positional) else [] for i in range(len(row_ids))]
 
 
+def row_id_of(data: dict) -> str | None:
+    """The row id a JSONL object names (``row_id``, else ``id``; text or a number), or None.
+
+    >>> row_id_of({"id": 3, "completion": "..."}), row_id_of({"completion": "..."})
+    ('3', None)
+    """
+    return next((str(data[k]) for k in _ID_KEYS if isinstance(data.get(k), (str, int))), None)
+
+
 def _parse_line(path: Path, number: int, data: object) -> tuple[str | None, list[str]]:
     if isinstance(data, str):
         return None, [data]
     if not isinstance(data, dict):
         raise InputError(f"{path}:{number}: expected a JSON object or string")
-    row_id = next((str(data[k]) for k in _ID_KEYS if isinstance(data.get(k), (str, int))), None)
+    row_id = row_id_of(data)
     if isinstance(data.get("completions"), list):
         texts = [_text(v) for v in data["completions"]]
         if any(t is None for t in texts):

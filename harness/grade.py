@@ -35,7 +35,7 @@ from typing import Callable
 
 from bundle import bundle_index, scoring_entry
 from bundle.scoring_errors import BundleDataError, ScoringInfrastructureError
-from harness.completions import read_completions
+from harness.completions import read_completions, row_id_of
 from harness.errors import InputError
 from harness.jsonl import read_jsonl
 from harness.results import RowResult, write_results
@@ -73,8 +73,9 @@ def parse_eval_line(data: object, index: int, where: str) -> EvalRow:
     if not users or users[-1] is None:
         raise InputError(f"{where}: no user message (the question) before the gold")
     prompt = "\n".join(t for t in (_content(m) for m in messages[:-1]) if t)
-    row_id = next((str(data[k]) for k in ("row_id", "id") if isinstance(data.get(k), (str, int))),
-                  f"eval-{index:05d}")
+    row_id = row_id_of(data)  # the same fields completions name their rows by
+    if row_id is None:
+        row_id = f"eval-{index:05d}"
     db_id = data.get("db_id") if isinstance(data.get("db_id"), str) else None
     return EvalRow(row_id, users[-1], gold, prompt, db_id)
 
