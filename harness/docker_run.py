@@ -318,9 +318,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"image to build on (default: $BASE_IMAGE or {DEFAULT_BASE_IMAGE})")
 
 
-def run(args: argparse.Namespace) -> int:
+def show_image(ensure: Callable[[Any, str], str], base_image: str) -> int:
+    """The `image` and `service-image` commands: ``ensure(client, base_image)`` builds the image when
+    needed; print its tag and size."""
     client = connect()
-    tag = ensure_image(client, args.base_image)
+    tag = ensure(client, base_image)
     size = client.images.get(tag).attrs.get("Size", 0)
-    print(f"image {tag}  ({size / 1e6:.0f} MB, on {args.base_image})")
+    print(f"image {tag}  ({size / 1e6:.0f} MB, on {base_image})")
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return show_image(ensure_image, args.base_image)

@@ -283,14 +283,8 @@ class ServiceContainer:
 
 # --- the `service-image` command -------------------------------------------------------------------
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--base-image", default=docker_run.DEFAULT_BASE_IMAGE,
-                        help=f"image to build on (default: $BASE_IMAGE or {docker_run.DEFAULT_BASE_IMAGE})")
+add_arguments = docker_run.add_arguments  # the same --base-image option as `image`
 
 
 def run(args: argparse.Namespace) -> int:
-    client = docker_run.connect()
-    tag = ensure_image(client, args.base_image)
-    size = client.images.get(tag).attrs.get("Size", 0)
-    print(f"image {tag}  ({size / 1e6:.0f} MB, on {args.base_image})")
-    return 0
+    return docker_run.show_image(ensure_image, args.base_image)
