@@ -71,6 +71,15 @@ def spider_dir() -> Path:
     return found
 
 
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """Skip, saying why, when no Docker engine answers (tests that run containers ask for it)."""
+    from harness.docker_run import engine_problem
+    problem = engine_problem()
+    if problem:
+        pytest.skip(problem)
+
+
 # -- prepared outputs (harness prepare), shared by every test module that needs them --------------
 
 def run_prepare(out: Path, *args: str) -> dict:

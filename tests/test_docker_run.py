@@ -120,10 +120,7 @@ def test_cleanup_runs_on_failure_and_signal_handlers_are_restored(config):
 # --- with a Docker engine -------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def client():
-    problem = docker_run.engine_problem()
-    if problem:
-        pytest.skip(problem)
+def client(docker_engine):
     engine = docker_run.connect()
     docker_run.ensure_image(engine, say=lambda line: None)  # base image missing: DockerUnavailable says why
     return engine

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import pack
-from harness.docker_run import MOUNT, engine_problem
+from harness.docker_run import MOUNT
 from harness.grade import read_eval
 from harness.service_docker import (NETWORK, NETWORK_OPTIONS, PORT, SERVICE_MODULES, image_tag, service_config,
                                     service_limits)
@@ -168,10 +168,8 @@ def test_the_pinned_requirements_are_the_versions_the_package_declares():
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_the_container_serves_the_bundle_locked_down_and_stops_gracefully(prepared_sample, tmp_path, monkeypatch):
-    problem = engine_problem()
-    if problem:
-        pytest.skip(problem)
+def test_the_container_serves_the_bundle_locked_down_and_stops_gracefully(docker_engine, prepared_sample, tmp_path,
+                                                                         monkeypatch):
     from harness.service_docker import ServiceContainer
     from harness.service_process import request
     zip_path = tmp_path / "spider-scoring.zip"
@@ -214,10 +212,7 @@ def test_the_container_serves_the_bundle_locked_down_and_stops_gracefully(prepar
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_make_serve_s_command_follows_the_container_and_removes_it_on_sigterm(prepared_sample, tmp_path):
-    problem = engine_problem()
-    if problem:
-        pytest.skip(problem)
+def test_make_serve_s_command_follows_the_container_and_removes_it_on_sigterm(docker_engine, prepared_sample, tmp_path):
     import os
     import re
     import signal

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import docker_run, emulate, emulate_checks, hooks, mutate, pack
+from harness import emulate, emulate_checks, hooks, mutate, pack
 from harness.emulate_modes import SplitRow
 from harness.errors import InputError, VerificationFailed
 
@@ -232,16 +232,9 @@ def test_a_zip_the_trainer_refuses_stops_before_the_container(prepared_sample, t
 
 # --- whole runs, in the container -----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def engine():
-    problem = docker_run.engine_problem()
-    if problem:
-        pytest.skip(problem)
-
-
 @pytest.mark.docker
 @pytest.mark.slow
-def test_the_sample_passes_in_the_container_and_the_evil_bundle_does_not(engine, staged, prepared_sample, tmp_path,
+def test_the_sample_passes_in_the_container_and_the_evil_bundle_does_not(docker_engine, staged, prepared_sample, tmp_path,
                                                                         one_hostile_suite_at_a_time):
     pack.pack(prepared_sample / "bundle", tmp_path / "good.zip")
     good = _verify(tmp_path / "good.zip", prepared_sample / "data", tmp_path / "good.json")
@@ -258,7 +251,7 @@ def test_the_sample_passes_in_the_container_and_the_evil_bundle_does_not(engine,
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.real_data
-def test_the_default_spider_splits_pass_in_the_container(engine, prepared_spider, tmp_path, one_hostile_suite_at_a_time):
+def test_the_default_spider_splits_pass_in_the_container(docker_engine, prepared_spider, tmp_path, one_hostile_suite_at_a_time):
     summary, _ = pack.pack(prepared_spider / "bundle", tmp_path / "spider-scoring.zip")
     done = _verify(tmp_path / "spider-scoring.zip", prepared_spider / "data", tmp_path / "r.json")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
