@@ -224,7 +224,7 @@ def test_malformed_split_lines_are_named_with_file_and_line(tmp_path, line, phra
     (tmp_path / "rl.jsonl").write_text(f"{good}\n{line}\n{good}\n")
     rows, problems = emulate_modes.read_split_lenient(tmp_path / "rl.jsonl", "rl")
     assert [r.id for r in rows] == ["rl-00000", "rl-00002"]  # ids keep their line numbers
-    assert len(problems) == 1 and f"rl.jsonl:2: " in problems[0] and phrase in problems[0]
+    assert len(problems) == 1 and "rl.jsonl:2: " in problems[0] and phrase in problems[0]
     with pytest.raises(InputError, match="rl.jsonl:2"):
         emulate_modes.read_split(tmp_path / "rl.jsonl", "rl")
 
