@@ -118,7 +118,7 @@ docker-base: ## build the offline Debian base images (bookworm: Python 3.11; bul
 	bash docker/build-base.sh spider-scoring-base:bullseye bullseye
 
 docs: setup ## regenerate README's command-line reference from the commands' own options
-	$(PY) -m harness.cli_reference --write
+	$(PY) -m harness.commands.docs --write
 
 clean: ## remove build outputs (out/, dist/) but not the download cache
 	rm -rf $(OUT) dist build

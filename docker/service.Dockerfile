@@ -35,6 +35,6 @@ ENV PYTHONPATH=/opt/grader/site-packages:/opt/grader/app \
 USER 65534:65534
 WORKDIR /
 EXPOSE 8000
-ENTRYPOINT ["python3", "-m", "harness.service_server"]
+ENTRYPOINT ["python3", "-m", "harness.service.server"]
 CMD ["--zip", "/opt/spider/bundle.zip", "--bind", "0.0.0.0:8000", "--metrics-dir", "/tmp/metrics", \
      "--workdir", "/tmp", "--worker-tmp-dir", "/tmp"]

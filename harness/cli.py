@@ -11,24 +11,24 @@ import importlib
 import os
 import sys
 
-from harness.errors import HarnessError
+from harness.common.errors import HarnessError
 
 # command name -> (module, one-line help). Keep sorted by the order a user meets them.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "prepare": ("harness.prepare", "Spider rows (datasets-server API, cached) to train/rl/eval JSONL and the staged bundle data"),
-    "pack": ("harness.pack", "zip the staged bundle reproducibly from an explicit file list; print SHA-256 and sizes"),
-    "verify": ("harness.verify_bundle", "pre-push verification of a bundle zip by the emulated trainer in a locked-down container"),
-    "emulate": ("harness.emulate_cli", "run the emulated trainer's reward (GRPO steps) or grader job on a bundle zip"),
-    "image": ("harness.docker_run", "build (once per input change) the trainer container image"),
-    "hooks": ("harness.hooks", "install the git pre-push hook that runs `make verify`"),
-    "pipeline": ("harness.pipeline", "write and validate OUT/pipeline.json (base -> SFT -> GRPO, each scored)"),
-    "submit": ("harness.submit", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
-    "grade": ("harness.grade", "score a file of completions on the eval split with the bundle; write per-row results"),
-    "report": ("harness.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
-    "bench": ("harness.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
-    "serve": ("harness.service", "serve the bundle's grader over HTTP (http: graders) in its container on 127.0.0.1"),
-    "service-image": ("harness.service_docker", "build (once per input change) the grader service's container image"),
-    "loadtest": ("harness.loadtest", "load-test the grader service over loopback: throughput, p50/p99, answers, worker memory"),
+    "prepare": ("harness.prepare.run", "Spider rows (datasets-server API, cached) to train/rl/eval JSONL and the staged bundle data"),
+    "pack": ("harness.prepare.pack", "zip the staged bundle reproducibly from an explicit file list; print SHA-256 and sizes"),
+    "verify": ("harness.commands.verify", "pre-push verification of a bundle zip by the emulated trainer in a locked-down container"),
+    "emulate": ("harness.commands.emulate", "run the emulated trainer's reward (GRPO steps) or grader job on a bundle zip"),
+    "image": ("harness.containers.trainer", "build (once per input change) the trainer container image"),
+    "hooks": ("harness.commands.hooks", "install the git pre-push hook that runs `make verify`"),
+    "pipeline": ("harness.submit.pipeline", "write and validate OUT/pipeline.json (base -> SFT -> GRPO, each scored)"),
+    "submit": ("harness.submit.steps", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
+    "grade": ("harness.commands.grade", "score a file of completions on the eval split with the bundle; write per-row results"),
+    "report": ("harness.report.compare", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
+    "bench": ("harness.commands.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
+    "serve": ("harness.commands.serve", "serve the bundle's grader over HTTP (http: graders) in its container on 127.0.0.1"),
+    "service-image": ("harness.containers.service", "build (once per input change) the grader service's container image"),
+    "loadtest": ("harness.loadtest.run", "load-test the grader service over loopback: throughput, p50/p99, answers, worker memory"),
 }
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from harness import hostile  # noqa: E402
+from harness.emulator import hostile  # noqa: E402
 
 
 def listing(folders: list[Path]) -> list[str]:

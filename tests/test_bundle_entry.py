@@ -12,7 +12,7 @@ import pytest
 from bundle import bundle_index, grader, reward, scoring_entry
 from bundle.scoring_errors import (BundleDataError, CallArgumentsError, DatabaseUnavailableError, GoldQueryError,
                                    RowResolutionError, ScoringInfrastructureError, StaleBundleError)
-from harness.bundle_data import IndexRow
+from harness.prepare.bundle_data import IndexRow
 
 from conftest import stage_bundle
 

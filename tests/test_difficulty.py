@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.difficulty import Counts, DifficultyError, count_components, difficulty, level_of
+from harness.report.difficulty import Counts, DifficultyError, count_components, difficulty, level_of
 
 # (sql, component1, component2, others, level): counts worked out by hand from the rules in
 # harness/difficulty.py's docstring.

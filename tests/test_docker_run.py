@@ -12,8 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import docker_run, emulate, emulate_modes, pack
-from harness.errors import InputError
+from harness.containers import trainer as docker_run
+
+from harness.common import bundle_loader as emulate
+
+from harness.emulator import modes as emulate_modes
+
+from harness.prepare.run import pack
+from harness.common.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,7 +88,7 @@ def test_staged_inputs_are_world_readable_copies(tmp_path):
     stage.mkdir()
     docker_run.stage_inputs(stage, {"in/bundle.zip": private / "z.zip"})
     assert (stage / "in" / "bundle.zip").read_bytes() == b"zip"
-    assert (stage / "harness" / "emulate_main.py").is_file() and (stage / "fixtures/hostile/cases.json").is_file()
+    assert (stage / "harness" / "emulator" / "main.py").is_file() and (stage / "fixtures/hostile/cases.json").is_file()
     files = [p for p in stage.rglob("*") if p.is_file()]
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in files)
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o755 for p in [stage, *stage.rglob("*")] if p.is_dir())
@@ -184,7 +190,7 @@ def test_a_container_over_its_time_limit_is_killed_and_removed(client):
 
 INTERRUPTED_CHILD = """
 import sys
-from harness import docker_run
+from harness.containers import trainer as docker_run
 docker_run.run_job(["python3", "-c", "import socket, sys, time; print('started', socket.gethostname(), file=sys.stderr, flush=True); time.sleep(120)"],
                    {}, timeout_s=300, on_stderr=lambda t: print(t, end="", flush=True), say=lambda s: None)
 """

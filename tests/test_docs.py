@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bundle import scoring_limits, verify
-from harness import cli, cli_reference
+from harness import cli
+from harness.commands import docs as cli_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = sorted(f"{p.parent.name}.{p.stem}" for folder in ("bundle", "harness") for p in (ROOT / folder).glob("*.py")
-                 if p.stem not in ("__init__", "__main__"))
+MODULES = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts) for folder in ("bundle", "harness")
+                 for p in (ROOT / folder).rglob("*.py") if p.stem not in ("__init__", "__main__"))
 
 
 @pytest.mark.parametrize("name", MODULES)

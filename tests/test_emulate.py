@@ -12,9 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import emulate, emulate_main, emulate_modes
-from harness.errors import InputError, PackError
-from harness.results import read_results, write_results
+from harness.common import bundle_loader as emulate
+
+from harness.emulator import main as emulate_main
+
+from harness.emulator import modes as emulate_modes
+from harness.common.errors import InputError, PackError
+from harness.common.results import read_results, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_COMPLETIONS = ROOT / "fixtures" / "sample" / "completions-eval.jsonl"

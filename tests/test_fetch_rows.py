@@ -15,9 +15,9 @@ import time
 import pytest
 
 from api_server import ApiServer, Fault
-from harness.api_cache import PageCache, PageError, parse_page
-from harness.errors import FetchError, InputError
-from harness.fetch_rows import FetchPolicy, RowFetcher, retry_after_seconds
+from harness.prepare.api_cache import PageCache, PageError, parse_page
+from harness.common.errors import FetchError, InputError
+from harness.prepare.fetch_rows import FetchPolicy, RowFetcher, retry_after_seconds
 
 
 def make_rows(n: int, prefix: str = "q") -> list[dict]:

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import bundle_data, grade
+from harness.prepare.run import bundle_data
+
+from harness.commands import grade
 from harness.cli import main
-from harness.errors import InputError, PackError
-from harness.report import build_report, load_stages
-from harness.results import read_results
+from harness.common.errors import InputError, PackError
+from harness.report.compare import build_report, load_stages
+from harness.common.results import read_results
 
 
 def eval_line(question: str, gold: str, system: str = "Answer with one SQLite query.", **extra) -> str:

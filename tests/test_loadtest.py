@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import loadtest
-from harness.errors import InputError
-from harness.grade import read_eval
-from harness.service_process import LocalServer
-from harness.service_settings import ServiceSettings
-from harness.service_workload import (KINDS, RUNAWAY_SQL, Probe, build_probes, calibrate, first_table,
+from harness.loadtest.run import run as loadtest
+from harness.common.errors import InputError
+from harness.commands.grade import read_eval
+from harness.loadtest.local_server import LocalServer
+from harness.service.settings import ServiceSettings
+from harness.loadtest.workload import (KINDS, RUNAWAY_SQL, Probe, build_probes, calibrate, first_table,
                                       hostile_cases, schedule)
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import pack
-from harness.errors import PackError
+from harness.prepare.run import pack
+from harness.common.errors import PackError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.errors import InputError
-from harness.names import DEFAULT_NAMES, Names
-from harness.pipeline import (PipelineParams, build_pipeline, check_data, estimate_tokens, validate,
+from harness.common.errors import InputError
+from harness.submit.names import DEFAULT_NAMES, Names
+from harness.submit.pipeline import (PipelineParams, build_pipeline, check_data, estimate_tokens, validate,
                               validate_structure)
 
 

@@ -15,11 +15,12 @@ from api_server import ApiServer, Fault
 from bundle.bundle_index import normalize_gold
 from bundle import verify as bundle_verify
 from conftest import BUNDLE_SRC, FIXTURES, ROOT, run_prepare
-from harness import prepare, splits
-from harness.api_cache import PageCache
-from harness.errors import FetchError
-from harness.fetch_rows import FetchPolicy, RowFetcher
-from harness.bundle_data import build_sqlite
+from harness.prepare.run import run as prepare
+from harness.prepare.run import splits
+from harness.prepare.api_cache import PageCache
+from harness.common.errors import FetchError
+from harness.prepare.fetch_rows import FetchPolicy, RowFetcher
+from harness.prepare.bundle_data import build_sqlite
 
 SPLITS = ("train", "rl", "eval")
 INSTRUCTION_LINES = ["You answer questions about a database with one SQLite query.",
@@ -223,13 +224,13 @@ def test_a_run_as_a_script_from_elsewhere(tmp_path):
     assert len(read_jsonl(tmp_path / "o" / "data" / "eval.jsonl")) == 2
 
 
-ALLOWED_HARNESS = {"harness", "harness.prepare", "harness.prepare_summary", "harness.splits", "harness.fetch_rows",
-                   "harness.api_cache", "harness.prompts", "harness.bundle_data", "harness.errors"}
+ALLOWED_HARNESS = {"harness", "harness.prepare.run", "harness.prepare.summary", "harness.prepare.splits", "harness.prepare.fetch_rows",
+                   "harness.prepare.api_cache", "harness.common.prompts", "harness.prepare.bundle_data", "harness.common.errors"}
 
 
 def test_prepare_imports_only_the_standard_library_and_bundle():
     # Only what importing prepare adds: the interpreter's start-up (site, .pth hooks) is not ours.
-    script = ("import sys, json; before = set(sys.modules); import harness.prepare; "
+    script = ("import sys, json; before = set(sys.modules); import harness.prepare.run; "
               "print(json.dumps(sorted(set(sys.modules) - before)))")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -9,8 +9,9 @@ import math
 import pytest
 
 from bundle import verify as bundle_verify
-from harness import prompts, splits
-from harness.errors import InputError
+from harness.common import prompts
+from harness.prepare.run import splits
+from harness.common.errors import InputError
 
 
 def row(db_id: str, gold: str, question: str = "q?") -> dict:
@@ -142,8 +143,8 @@ def test_jsonl_is_one_row_a_line_and_keeps_unicode():
     assert len(lines) == 3 and lines[-1] == "" and "Où ?" in lines[1]
 
 
-@pytest.mark.parametrize("module_name", ["harness.api_cache", "harness.fetch_rows", "harness.prompts",
-                                         "harness.prepare_summary", "api_server"])
+@pytest.mark.parametrize("module_name", ["harness.prepare.api_cache", "harness.prepare.fetch_rows", "harness.common.prompts",
+                                         "harness.prepare.summary", "api_server"])
 def test_docstring_examples_run(module_name):
     results = doctest.testmod(importlib.import_module(module_name))
     assert results.attempted > 0 and results.failed == 0

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import report
+from harness.report.compare import compare as report
 from harness.cli import main
-from harness.errors import InputError
-from harness.report_stats import format_p
-from harness.results import RowResult, write_results
+from harness.common.errors import InputError
+from harness.report.stats import format_p
+from harness.common.results import RowResult, write_results
 
 GOLDS = {  # gold -> its Spider level (worked out in tests/test_difficulty.py)
     "SELECT count(*) FROM singer": "easy",

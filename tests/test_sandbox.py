@@ -20,7 +20,7 @@ import pytest
 from bundle import sql_guard
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.verify import verify
-from harness import hostile
+from harness.emulator import hostile
 
 HERE = Path(__file__).resolve().parent
 CASE_IDS = [c.id for c in hostile.load_cases("t", "/scratch")]

@@ -2,8 +2,8 @@
 batches, malformed and oversized requests, bundle faults as HTTP errors, hostile SQL, concurrent
 clients, health, metrics and logs.
 
-The server is ``python3 -m harness.service_server`` (gunicorn, sync workers) started by
-``harness.service_process.LocalServer`` on an ephemeral loopback port; the zip is packed from
+The server is ``python3 -m harness.service.server`` (gunicorn, sync workers) started by
+``harness.loadtest.local_server.LocalServer`` on an ephemeral loopback port; the zip is packed from
 ``prepare --sample``'s staged bundle, as ``make pack`` does.
 """
 
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.completions import read_completions
-from harness.errors import HarnessError
-from harness.grade import grade_rows, read_eval
-from harness.hostile import load_cases
-from harness.service_process import LocalServer, request
-from harness.service_settings import SETTINGS, ServiceSettings, flag
-from harness.service_workload import first_table
+from harness.common.completions import read_completions
+from harness.common.errors import HarnessError
+from harness.commands.grade import grade_rows, read_eval
+from harness.emulator.hostile import load_cases
+from harness.loadtest.local_server import LocalServer, request
+from harness.service.settings import SETTINGS, ServiceSettings, flag
+from harness.loadtest.workload import first_table
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_COMPLETIONS = ROOT / "fixtures" / "sample" / "completions-eval.jsonl"
@@ -320,7 +320,7 @@ def test_every_service_setting_is_documented_in_the_readme():
 
 
 def test_bundle_errors_map_to_their_http_status(sample_zip, tmp_path):
-    from harness.service_bundle import ERROR_STATUS, ServedBundle
+    from harness.service.bundle import ERROR_STATUS, ServedBundle
     served = ServedBundle.load(sample_zip, tmp_path)
     try:
         errors = served.loaded.module("scoring_errors")

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import pack
-from harness.docker_run import MOUNT
-from harness.grade import read_eval
-from harness.service_docker import (NETWORK, NETWORK_OPTIONS, PORT, SERVICE_MODULES, image_tag, service_config,
+from harness.prepare.run import pack
+from harness.containers.trainer import MOUNT
+from harness.commands.grade import read_eval
+from harness.containers.service import (NETWORK, NETWORK_OPTIONS, PORT, SERVICE_MODULES, image_tag, service_config,
                                     service_limits)
-from harness.service_settings import MiB, ServiceSettings
-from harness.service_workload import RUNAWAY_SQL
+from harness.service.settings import MiB, ServiceSettings
+from harness.loadtest.workload import RUNAWAY_SQL
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALLER = ROOT / "docker" / "service-install-wheels.py"
@@ -72,7 +72,7 @@ def test_the_image_tag_changes_with_any_input():
 def test_the_modules_copied_into_the_image_are_all_the_server_imports():
     code = textwrap.dedent("""
         import sys, json
-        import harness.service_server, harness.service_metrics
+        import harness.service.server, harness.service.metrics
         print(json.dumps(sorted(m for m in sys.modules if m.startswith("harness"))))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -170,8 +170,8 @@ def test_the_pinned_requirements_are_the_versions_the_package_declares():
 @pytest.mark.slow
 def test_the_container_serves_the_bundle_locked_down_and_stops_gracefully(docker_engine, prepared_sample, tmp_path,
                                                                          monkeypatch):
-    from harness.service_docker import ServiceContainer
-    from harness.service_process import request
+    from harness.containers.service import ServiceContainer
+    from harness.loadtest.local_server import request
     zip_path = tmp_path / "spider-scoring.zip"
     pack.pack(prepared_sample / "bundle", zip_path)
     row = read_eval(prepared_sample / "data" / "eval.jsonl")[0]
@@ -217,7 +217,7 @@ def test_make_serve_s_command_follows_the_container_and_removes_it_on_sigterm(do
     import re
     import signal
     import docker
-    from harness.service_process import request
+    from harness.loadtest.local_server import request
     zip_path = tmp_path / "spider-scoring.zip"
     pack.pack(prepared_sample / "bundle", zip_path)
     command = [sys.executable, "-m", "harness", "serve", "--zip", str(zip_path), "--port", "0", "--workers", "2"]

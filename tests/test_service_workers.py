@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.grade import read_eval
-from harness.service_guard import WATCHDOG_EXIT, Watchdog
-from harness.service_process import LocalServer
-from harness.service_settings import MiB, ServiceSettings
-from harness.service_workload import RUNAWAY_SQL
+from harness.commands.grade import read_eval
+from harness.service.guard import WATCHDOG_EXIT, Watchdog
+from harness.loadtest.local_server import LocalServer
+from harness.service.settings import MiB, ServiceSettings
+from harness.loadtest.workload import RUNAWAY_SQL
 
 LONG_DEADLINE = {"SPIDER_SCORING_TIMEOUT_S": "60"}  # the bundle would let the runaway run a minute
 

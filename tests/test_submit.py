@@ -15,9 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, names, pipeline, submit
-from harness.errors import SubmitError
-from harness.submit_process import Result, default_verify_argv, verification
+from harness import cli
+
+from harness.submit.steps import names
+
+from harness.submit.steps import pipeline
+
+from harness.submit.steps import steps as submit
+from harness.common.errors import SubmitError
+from harness.submit.process import Result, default_verify_argv, verification
 
 FAKE = Path(__file__).with_name("fake_akka_optimize.py")
 BASE = "Qwen/Qwen2.5-0.5B-Instruct"

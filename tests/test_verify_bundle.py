@@ -14,9 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from harness import emulate, emulate_checks, hooks, mutate, pack
-from harness.emulate_modes import SplitRow
-from harness.errors import InputError, VerificationFailed
+from harness.common import bundle_loader as emulate
+
+from harness.emulator import checks as emulate_checks
+
+from harness.commands import hooks
+
+from harness.emulator import mutate
+
+from harness.prepare.run import pack
+from harness.emulator.modes import SplitRow
+from harness.common.errors import InputError, VerificationFailed
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL_CHECKS = ["zip accepted", "splits well formed", "splits match the bundle", "eval unseen", "imports stdlib only",
@@ -166,7 +174,7 @@ def test_a_bundle_that_does_not_import_fails_its_checks_instead_of_crashing(stag
     (staged / "reward.py").write_text("def compute_score(:\n")
     pack.pack(staged, tmp_path / "b.zip")
     splits = {s: prepared_sample / "data" / f"{s}.jsonl" for s in emulate_checks.SPLITS}
-    from harness.emulate_main import job_verify
+    from harness.emulator.main import job_verify
     report = job_verify(tmp_path / "b.zip", splits, max_mutated_golds=2)
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
     assert not report["passed"] and len(report["checks"]) == len(ALL_CHECKS) - 1  # all but "zip accepted"

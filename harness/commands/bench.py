@@ -30,8 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-from harness import bundle_data
-from harness.errors import InputError
+from harness.prepare.run import bundle_data
+from harness.common.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 

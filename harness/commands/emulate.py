@@ -4,7 +4,7 @@
     python3 -m harness emulate grader [--zip Z] [--out out] --completions C [--results FILE]
 
 Reward mode prints one line per GRPO step (reward mean, share zero / full, outcome counts) and the
-throughput; grader mode prints the evaluation summary and writes per-row results (harness.results)
+throughput; grader mode prints the evaluation summary and writes per-row results (harness.common.results)
 for the report. Both run in the locked-down trainer container unless ``--in-process``.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import pack
-from harness.names import BUNDLE_ZIP
+from harness.prepare.run import pack
+from harness.submit.names import BUNDLE_ZIP
 
 MOUNT_IN = "/opt/spider/in"  # docker_run.MOUNT + "/in", without importing docker_run here
 
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("out"), help="prepare's output folder (default: out)")
     parser.add_argument("--data", type=Path, help="folder of rl.jsonl / eval.jsonl (default: OUT/data)")
     parser.add_argument("--completions", type=Path,
-                        help="completions file (harness.completions formats); reward mode without it uses "
+                        help="completions file (harness.common.completions formats); reward mode without it uses "
                              "synthetic ones (the gold, the gold fenced, a wrong query, prose)")
     parser.add_argument("--function", help="MODULE[:FUNCTION] the trainer calls (default: reward / grader)")
     parser.add_argument("--prompts-per-step", type=int, default=8, help="rl rows a step (default: 8)")
@@ -55,7 +55,7 @@ def _job(args: argparse.Namespace, split_file: Path, inside: bool) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.errors import InputError
+    from harness.common.errors import InputError
     data = args.data or args.out / "data"
     split_file = data / ("rl.jsonl" if args.mode == "reward" else "eval.jsonl")
     if args.mode == "grader" and args.completions is None:
@@ -65,12 +65,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{split_file} does not exist: write the splits with `make bundle` (or `make demo`)")
     summary = pack.summarize(args.zip)
     if args.in_process:
-        from harness import emulate_main
+        from harness.emulator import main as emulate_main
         document = emulate_main.run_job(emulate_main.build_parser().parse_args(_job(args, split_file, False)),
                                         lambda line: print(line, flush=True))
         where = "in-process"
     else:
-        from harness import docker_run
+        from harness.containers import trainer as docker_run
         inputs = {"bundle.zip": args.zip, split_file.name: split_file}
         if args.completions is not None:
             inputs["completions.jsonl"] = args.completions
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_grader(args: argparse.Namespace, document: dict, where: str, env: str) -> int:
-    from harness.results import RowResult, write_results
+    from harness.common.results import RowResult, write_results
     target = args.results or args.out / "results" / "emulated-grader.jsonl"
     write_results(target, [RowResult(**record) for record in document["records"]])
     print(f"per-row results: {target}; {where}, {env}")  # the summary line was printed as it ran

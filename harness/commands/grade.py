@@ -35,10 +35,10 @@ from typing import Callable
 
 from bundle import bundle_index, scoring_entry
 from bundle.scoring_errors import BundleDataError, ScoringInfrastructureError
-from harness.completions import read_completions, row_id_of
-from harness.errors import InputError
-from harness.jsonl import read_jsonl
-from harness.results import RowResult, write_results
+from harness.common.completions import read_completions, row_id_of
+from harness.common.errors import InputError
+from harness.common.jsonl import read_jsonl
+from harness.common.results import RowResult, write_results
 
 BUNDLE_SOURCE = Path(__file__).resolve().parent.parent / "bundle"
 
@@ -134,12 +134,13 @@ def _checked_root(root: Path, given: str | os.PathLike) -> Path:
 
 def grade_zip(zip_path: str | os.PathLike, eval_path: str | os.PathLike, rows: list[EvalRow],
               completions: list[str]) -> list[RowResult]:
-    """Grade with the zip's own grader, unpacked and imported as the trainer does (harness.emulate).
+    """Grade with the zip's own grader, unpacked and imported as the trainer does (harness.common.bundle_loader).
 
     The emulator reads the split itself (ids by line number); its rows must be the ones ``rows``
     names, or completions would be paired with the wrong questions.
     """
-    from harness import emulate, emulate_modes  # only zips need the emulator
+    from harness.common import bundle_loader as emulate
+    from harness.emulator import modes as emulate_modes  # only zips need the emulator
 
     split_rows = emulate_modes.read_split(eval_path, "eval")
     if [r.id for r in split_rows] != [r.row_id for r in rows]:

@@ -12,8 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from harness.bundle_data import atomic_write_bytes
-from harness.errors import InputError
+from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common.errors import InputError
 
 MARKER = "# installed by spider-scoring: python3 -m harness hooks"
 

@@ -2,7 +2,7 @@
 
     python3 -m harness serve [--zip dist/spider-scoring.zip] [--port 8000] [--local] [--workers N ...]
 
-By default the service runs in its locked-down container (``harness.service_docker``): built
+By default the service runs in its locked-down container (``harness.containers.service``): built
 once per input change, the zip mounted read-only, port 8000 published on 127.0.0.1:PORT. The
 container's JSON log is shown until Ctrl-C or SIGTERM, which stop it gracefully (in-flight
 requests finish) and remove it. ``--local`` runs the same server in this process, without
@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import service_settings
-from harness.names import BUNDLE_ZIP
+from harness.commands.serve import settings as service_settings
+from harness.submit.names import BUNDLE_ZIP
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve_docker(args: argparse.Namespace, settings: service_settings.ServiceSettings) -> int:
-    from harness.docker_run import interrupt_on_signals
-    from harness.service_docker import ServiceContainer
+    from harness.containers.trainer import interrupt_on_signals
+    from harness.containers.service import ServiceContainer
     server = ServiceContainer(args.zip, settings, base_image=args.base_image, host_port=args.port)
     with interrupt_on_signals():  # SIGTERM stops it like Ctrl-C
         try:
@@ -46,7 +46,7 @@ def _serve_docker(args: argparse.Namespace, settings: service_settings.ServiceSe
 def run(args: argparse.Namespace) -> int:
     settings = service_settings.from_args(args)
     if args.local:
-        from harness import service_server
+        from harness.commands.serve import server as service_server
         argv = ["--zip", str(args.zip), "--bind", f"127.0.0.1:{args.port}", *service_settings.to_argv(settings)]
         return service_server.main(argv)
     return _serve_docker(args, settings)

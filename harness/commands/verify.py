@@ -3,7 +3,7 @@
     python3 -m harness verify [--zip dist/spider-scoring.zip] [--out out] [--data OUT/data] [--in-process]
 
 First the zip itself (what the trainer refuses: unsafe paths, symlinks, no Python, over the size
-caps; harness.pack), then, inside the container, the checks of harness.emulate_checks on the
+caps; harness.prepare.pack), then, inside the container, the checks of harness.emulator.checks on the
 splits. Prints one line per check and the first failures of each, then a verdict; exits non-zero
 (VerificationFailed) when anything failed. ``--in-process`` runs the same checks in this Python,
 without Docker (fast, for development; the container is the real check: a read-only filesystem,
@@ -17,11 +17,11 @@ import json
 import time
 from pathlib import Path
 
-from harness import pack
-from harness.bundle_data import atomic_write_bytes
-from harness.emulate_checks import SPLITS
-from harness.errors import DockerUnavailable, PackError, VerificationFailed
-from harness.names import BUNDLE_ZIP
+from harness.prepare.run import pack
+from harness.prepare.bundle_data import atomic_write_bytes
+from harness.emulator.checks import SPLITS
+from harness.common.errors import DockerUnavailable, PackError, VerificationFailed
+from harness.submit.names import BUNDLE_ZIP
 
 # Named in the report so a reader knows what "in the container" meant.
 LOCKDOWN = "no network, read-only root, zip and splits mounted read-only, /tmp tmpfs, user nobody, no capabilities"
@@ -52,7 +52,7 @@ def verify(args: argparse.Namespace) -> tuple[dict, pack.ZipSummary | None, str]
         return {"checks": [failed], "passed": False, "seconds": 0.0}, None, "host"
     splits = {s: data / f"{s}.jsonl" for s in SPLITS}
     if args.in_process:
-        from harness.emulate_main import job_verify
+        from harness.emulator.main import job_verify
         report = job_verify(args.zip, splits, workers=args.workers, max_mutated_golds=args.max_mutated_golds,
                             say=lambda line: print(line, flush=True))
         where = "in-process (no container)"
@@ -66,7 +66,7 @@ def verify(args: argparse.Namespace) -> tuple[dict, pack.ZipSummary | None, str]
 
 
 def _in_container(args: argparse.Namespace, summary: pack.ZipSummary, splits: dict[str, Path]) -> tuple[dict, str]:
-    from harness import docker_run
+    from harness.containers import trainer as docker_run
     inputs = {"bundle.zip": args.zip}
     inputs.update({f"data/{s}.jsonl": p for s, p in splits.items() if p.is_file()})
     job = ["verify", "--zip", f"{docker_run.MOUNT}/in/bundle.zip", "--data", f"{docker_run.MOUNT}/in/data",

@@ -3,13 +3,13 @@
 What the trainer documents (trainer-contract.md), done the same way here:
 
 * the zip is unpacked into a folder (entries checked first: no unsafe path, no symlink, sizes
-  within ``harness.pack.CAPS``), which is then made read-only;
+  within ``harness.prepare.pack.CAPS``), which is then made read-only;
 * the folder is imported as a package, under a unique name, so that the modules' relative imports
   (``from . import verify``) work and two bundles never share module objects;
 * ``TRAINER_BUNDLE_ROOT`` names the folder while the bundle runs;
 * a scoring function is named ``MODULE[:FUNCTION]``, FUNCTION defaulting to ``compute_score``.
 
-Standard library only (with harness.errors, harness.pack): this module also runs inside the
+Standard library only (with harness.common.errors, harness.prepare.pack): this module also runs inside the
 trainer container, where nothing else is installed.
 
 >>> parse_function_spec("reward")
@@ -37,8 +37,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.errors import InputError, PackError
-from harness.pack import CAPS, Caps, check_entries
+from harness.common.errors import InputError, PackError
+from harness.prepare.pack import CAPS, Caps, check_entries
 
 _counter = itertools.count()
 

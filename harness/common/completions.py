@@ -18,8 +18,8 @@ import dataclasses
 import os
 from pathlib import Path
 
-from harness.errors import InputError
-from harness.jsonl import read_jsonl
+from harness.common.errors import InputError
+from harness.common.jsonl import read_jsonl
 
 _TEXT_KEYS = ("completion", "output", "prediction", "response", "generated")
 _ID_KEYS = ("row_id", "id")

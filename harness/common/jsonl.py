@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from harness.errors import InputError
+from harness.common.errors import InputError
 
 
 def read_jsonl(path: str | os.PathLike, what: str, advice: str = "") -> Iterator[tuple[int, object]]:

@@ -2,7 +2,7 @@
 
 Every row is ``{"messages": [system, user, assistant]}``: the system message is two instruction
 lines then the database's schema, one ``table(col, ...)`` line per table exactly as
-harness.bundle_data.schema_lines reads it (the scorer recognizes a database by finding these
+harness.prepare.bundle_data.schema_lines reads it (the scorer recognizes a database by finding these
 lines in a prompt, so they are never reworded); the user message is the question; the assistant
 message is the gold query, which is also what the scorer runs.
 

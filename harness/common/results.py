@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from harness.bundle_data import atomic_write_bytes
-from harness.errors import InputError
-from harness.jsonl import read_jsonl
+from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common.errors import InputError
+from harness.common.jsonl import read_jsonl
 
 FIELDS = ("row_id", "db_id", "question", "gold", "completion", "sql", "score", "outcome", "detail")
 

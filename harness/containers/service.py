@@ -1,7 +1,7 @@
 """The grader service's container: its image (built offline from pinned wheels) and its lockdown.
 
 * ``service_config`` is a pure function (unit-tested without Docker). It starts from the trainer
-  container's ``harness.docker_run.run_config`` (read-only root filesystem, the input mounted
+  container's ``harness.containers.trainer.run_config`` (read-only root filesystem, the input mounted
   read-only, small ``/tmp`` tmpfs, memory without swap, pids and CPU limits, user nobody, every
   capability dropped, no-new-privileges, no IPC namespace) and changes only what a server needs:
   a network, with port 8000 published on 127.0.0.1 alone, and limits sized for its workers.
@@ -31,10 +31,12 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-from harness import docker_run, service_settings
-from harness.docker_run import MOUNT, RunLimits
-from harness.errors import DockerUnavailable, InputError
-from harness.service_settings import MiB, ServiceSettings
+from harness.containers import trainer as docker_run
+
+from harness.commands.serve import settings as service_settings
+from harness.containers.trainer import MOUNT, RunLimits
+from harness.common.errors import DockerUnavailable, InputError
+from harness.service.settings import MiB, ServiceSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER_DIR = ROOT / "docker"
@@ -209,7 +211,7 @@ class ServiceContainer:
 
     def start(self, ready_timeout: float = 120.0) -> "ServiceContainer":
         """Build (if needed) and start the container, then wait until the service is ready."""
-        from harness.service_bundle import require_zip
+        from harness.service.bundle import require_zip
         require_zip(self.zip_path)
         self.client = docker_run.connect()
         tag = ensure_image(self.client, self.base_image, say=self.say)
@@ -233,7 +235,7 @@ class ServiceContainer:
         return self
 
     def wait_ready(self, timeout: float) -> None:
-        from harness.service_process import request
+        from harness.loadtest.local_server import request
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.container.reload()

@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from harness.errors import DockerUnavailable, InputError
+from harness.common.errors import DockerUnavailable, InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "docker" / "trainer.Dockerfile"
@@ -168,9 +168,18 @@ def ensure_image(client, base_image: str = DEFAULT_BASE_IMAGE, dockerfile: Path 
 
 # --- staging inputs -------------------------------------------------------------------------------
 
+# What the trainer container runs: these packages of the harness, copied whole (standard library only).
+CONTAINER_PACKAGES = ("common", "emulator")
+
+
+def container_sources() -> list[Path]:
+    """harness/__init__.py and every module of CONTAINER_PACKAGES."""
+    harness = ROOT / "harness"
+    return [harness / "__init__.py"] + [p for pkg in CONTAINER_PACKAGES for p in sorted((harness / pkg).rglob("*.py"))]
+
 def stage_inputs(dest: Path, inputs: dict[str, Path]) -> None:
     """Copy the runner's sources and ``inputs`` (relative name -> file) under ``dest``, world-readable."""
-    files = {f"harness/{p.name}": p for p in sorted((ROOT / "harness").glob("*.py"))}
+    files = {p.relative_to(ROOT).as_posix(): p for p in container_sources()}
     files["fixtures/hostile/cases.json"] = ROOT / "fixtures" / "hostile" / "cases.json"
     files.update(inputs)
     for relative, source in files.items():
@@ -283,15 +292,15 @@ def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str = DE
 def emulator_job(job: list[str], inputs: dict[str, Path], *, unpacked_bytes: int = 0,
                  base_image: str = DEFAULT_BASE_IMAGE, timeout_s: float = 3600.0,
                  say: Callable[[str], None] = print) -> tuple[dict, ContainerResult]:
-    """Run ``python3 -m harness.emulate_main JOB...`` in the container; its JSON document and the run.
+    """Run ``python3 -m harness.emulator.main JOB...`` in the container; its JSON document and the run.
 
     Progress (the container's stderr) is shown as it comes. A document with ``error`` is raised as
     the harness error it names; a container that died without a document is DockerUnavailable
     naming the cause (timeout, out of memory, or the last lines it wrote).
     """
-    from harness import errors
+    from harness.common import errors
     limits = RunLimits().for_bundle(unpacked_bytes)
-    result = run_job(["python3", "-m", "harness.emulate_main", *job], inputs, base_image=base_image,
+    result = run_job(["python3", "-m", "harness.emulator.main", *job], inputs, base_image=base_image,
                      limits=limits, timeout_s=timeout_s, say=say,
                      on_stderr=lambda text: print(text, end="", flush=True))
     lines = [line for line in result.stdout.decode("utf-8", "replace").splitlines() if line.strip()]

@@ -8,7 +8,7 @@ The checks, in order (README, "Pre-push verification"):
 3. eval unseen: no eval question or database in train or rl;
 4. imports stdlib only: a fresh ``python3 -I -S`` imports every module of the bundle;
 5. golds score 1.0: every row's gold through reward (train, rl) or grader (eval), concurrently;
-6. mutated golds score 0.0: harness.mutate's near-misses that SQLite says return other rows;
+6. mutated golds score 0.0: harness.emulator.mutate's near-misses that SQLite says return other rows;
 7. hostile suite: every case 0.0 with an allowed outcome within its deadline;
 8. no file created while the hostile suite ran (listing of the writable places, scratch empty);
 9. stale gold rejected: a row whose gold is not the bundle's raises StaleBundleError;
@@ -33,12 +33,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness import hostile, mutate
-from harness.emulate import LoadedBundle, directory_listing
-from harness.emulate_modes import Call, SplitRow, call_score, read_split_lenient
+from harness.emulator import hostile
+
+from harness.emulator import mutate
+from harness.common.bundle_loader import LoadedBundle, directory_listing
+from harness.emulator.modes import Call, SplitRow, call_score, read_split_lenient
 
 SPLITS = ("train", "rl", "eval")
-PROBE = Path(__file__).resolve().parent / "emulate_probe.py"
+PROBE = Path(__file__).resolve().parent / "probe.py"
 MAX_SHOWN = 8  # failures listed per check; the count says how many there were
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import InputError
+from harness.common.errors import InputError
 
 CASES_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "hostile" / "cases.json"
 

@@ -1,12 +1,12 @@
 """The emulated trainer's jobs, callable in-process and as the container's entry point.
 
-    python3 -m harness.emulate_main verify --zip Z --data D
-    python3 -m harness.emulate_main reward --zip Z --rl F [--completions C] [--prompts-per-step 8 ...]
-    python3 -m harness.emulate_main grader --zip Z --eval F --completions C
+    python3 -m harness.emulator.main verify --zip Z --data D
+    python3 -m harness.emulator.main reward --zip Z --rl F [--completions C] [--prompts-per-step 8 ...]
+    python3 -m harness.emulator.main grader --zip Z --eval F --completions C
 
 Progress goes to stderr as it happens; the job's result is one JSON document on stdout (anything
 the bundle prints is sent to stderr, so it cannot corrupt that document). An expected failure
-(harness.errors) is the document ``{"error": ..., "error_type": ...}`` with its exit code.
+(harness.common.errors) is the document ``{"error": ..., "error_type": ...}`` with its exit code.
 
 Standard library only: inside the container nothing else is installed, and ``bundle/`` of this
 checkout is deliberately absent (the zip's copy is the one under test).
@@ -26,10 +26,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness import emulate_checks, emulate_modes
-from harness.completions import read_completions
-from harness.emulate import load_bundle
-from harness.errors import HarnessError
+from harness.emulator import checks as emulate_checks
+
+from harness.emulator import modes as emulate_modes
+from harness.common.completions import read_completions
+from harness.common.bundle_loader import load_bundle
+from harness.common.errors import HarnessError
 
 Say = Callable[[str], None]
 
@@ -84,7 +86,7 @@ def job_grader(zip_path: Path, eval_path: Path, completions_path: Path, *, funct
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python3 -m harness.emulate_main", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m harness.emulator.main", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="job", required=True)
     verify = sub.add_parser("verify")
     verify.add_argument("--zip", type=Path, required=True)

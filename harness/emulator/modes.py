@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.errors import InputError
+from harness.common.errors import InputError
 
 ROLES = ("system", "user", "assistant")
 # Completions used when no file is given: the gold, the gold in a fence (both score 1), a query
@@ -235,7 +235,7 @@ def reward_summary(stats: list[StepStats]) -> dict:
 
 def grade_records(loaded, rows: list[SplitRow], completions: list[str], *, function: str = "grader",
                   say: Callable[[str], None] = lambda line: None) -> list[dict]:
-    """One trainer call per eval row; a per-row record with harness.results.FIELDS keys each.
+    """One trainer call per eval row; a per-row record with harness.common.results.FIELDS keys each.
 
     The score is what ``function`` returns (what the trainer records). Outcome, explanation and the
     extracted SQL come from the module's ``grade`` when it has one, else from the outcome counters.
@@ -295,6 +295,6 @@ def grader_summary(records: list[dict]) -> dict:
 
 
 def grade_rows(loaded, rows: list[SplitRow], completions: list[str], **options: Any) -> list:
-    """``grade_records`` as harness.results.RowResult objects (host side: the container lacks harness.results)."""
-    from harness.results import RowResult
+    """``grade_records`` as harness.common.results.RowResult objects (host side: the container lacks harness.common.results)."""
+    from harness.common.results import RowResult
     return [RowResult(**record) for record in grade_records(loaded, rows, completions, **options)]

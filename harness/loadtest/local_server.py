@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
-from harness.service_settings import ServiceSettings, to_argv
+from harness.common.errors import HarnessError
+from harness.service.settings import ServiceSettings, to_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,7 +86,7 @@ def worker_pids(master_pid: int) -> list[int]:
 
 
 class LocalServer:
-    """The service as a child process on 127.0.0.1 (``python3 -m harness.service_server``)."""
+    """The service as a child process on 127.0.0.1 (``python3 -m harness.service.server``)."""
 
     def __init__(self, zip_path: str | os.PathLike, settings: ServiceSettings | None = None, *,
                  env: dict[str, str] | None = None, workdir: str | os.PathLike | None = None) -> None:
@@ -116,7 +116,7 @@ class LocalServer:
         listener.bind((self.host, 0))
         listener.listen(256)
         self.port = listener.getsockname()[1]
-        command = [sys.executable, "-m", "harness.service_server", "--zip", str(self.zip_path),
+        command = [sys.executable, "-m", "harness.service.server", "--zip", str(self.zip_path),
                    "--bind", f"fd://{listener.fileno()}", "--metrics-dir", str(self.tmp / "metrics"),
                    "--workdir", str(self.tmp), *to_argv(self.settings)]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1", **self.env}

@@ -7,7 +7,7 @@ Two phases over the same server: ``mixed`` (correct, wrong and hostile completio
 rows) and ``mixed+runaway`` (the same, with a query that only the bundle's deadline stops in every
 ``--runaway-every``-th request). Each request is one HTTP connection from a pool of
 ``--concurrency`` client threads. Every answer is checked against the one the same envelope got
-alone (``harness.service_workload.calibrate``): a failed request (transport error or non-200) and
+alone (``harness.loadtest.workload.calibrate``): a failed request (transport error or non-200) and
 a lost or different answer are both counted, and either fails the run. The workers' resident
 memory is read from ``/metrics`` every ``--sample-every`` seconds: the run also fails when a
 worker that lived through a phase grew more than ``--max-growth-mib``.
@@ -30,11 +30,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from harness import service_settings
-from harness.errors import InputError
-from harness.names import BUNDLE_ZIP
-from harness.service_process import LocalServer, parse_prometheus, request
-from harness.service_workload import Probe, calibrate, load_probes, schedule
+from harness.commands.serve import settings as service_settings
+from harness.common.errors import InputError
+from harness.submit.names import BUNDLE_ZIP
+from harness.loadtest.local_server import LocalServer, parse_prometheus, request
+from harness.loadtest.workload import Probe, calibrate, load_probes, schedule
 
 MiB = 1024 * 1024
 
@@ -266,7 +266,7 @@ def _local_or_docker(args: argparse.Namespace):
     """The server to test when no --url is given: a context manager with a ``url``."""
     settings = service_settings.ServiceSettings(workers=args.workers)
     if args.docker:
-        from harness.service_docker import ServiceContainer
+        from harness.containers.service import ServiceContainer
         return ServiceContainer(args.zip, settings, base_image=args.base_image)
     return LocalServer(args.zip, settings)
 

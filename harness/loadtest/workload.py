@@ -3,7 +3,7 @@
 Four kinds of completion, each a grader envelope ``{"input", "output", "expected"}`` for a row:
 
 * ``correct``: the row's gold, as a model would write it (in a fenced block);
-* ``wrong``: mechanical near-misses of the gold (``harness.mutate``: a number, a string, a WHERE
+* ``wrong``: mechanical near-misses of the gold (``harness.emulator.mutate``: a number, a string, a WHERE
   condition, an aggregate changed), or a query returning something else entirely;
 * ``hostile``: the quick cases of the hostile suite (writes, ATTACH, PRAGMA, huge values, ...),
   aimed at the row's first table;
@@ -27,10 +27,10 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.errors import InputError
-from harness.grade import EvalRow, read_eval
-from harness.hostile import load_cases
-from harness.mutate import mutations
+from harness.common.errors import InputError
+from harness.commands.grade import EvalRow, read_eval
+from harness.emulator.hostile import load_cases
+from harness.emulator.mutate import mutations
 
 KINDS = ("correct", "wrong", "hostile", "runaway")
 # The runaway completion: counts forever; only the bundle's deadline (2 s by default) stops it.

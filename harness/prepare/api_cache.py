@@ -6,7 +6,7 @@ of surfacing later as a confusing key error. The cache keeps each page's body ex
 sent it, one file per page, written atomically (temporary file + rename): an interrupted fetch
 leaves only whole pages behind, and the next run resumes at the first page missing.
 
-Standard library only (plus harness.bundle_data / harness.errors): prepare runs as a script.
+Standard library only (plus harness.prepare.bundle_data / harness.common.errors): prepare runs as a script.
 
 >>> page = parse_page(b'{"rows": [], "num_rows_total": 0}', "example", 0, 100)
 >>> (page.offset, page.total, page.rows)
@@ -19,8 +19,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from harness.bundle_data import atomic_write_bytes
-from harness.errors import InputError
+from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common.errors import InputError
 
 # The three fields prepare reads from a row; the API's other fields (token lists) are ignored.
 ROW_FIELDS = ("db_id", "question", "query")

@@ -17,7 +17,7 @@ interrupted at page 40 resumes at page 40 and later runs need no network at all.
 (rows, total, rate) goes to a terminal only; CI logs stay quiet. The opener, clock, sleep and
 random source are injectable (tests serve pages from a local HTTP server and never sleep).
 
-Standard library only (plus harness.api_cache / bundle_data / errors): prepare runs as a script.
+Standard library only (plus harness.prepare.api_cache / bundle_data / errors): prepare runs as a script.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Protocol, TextIO
 
-from harness.api_cache import Page, PageCache, PageError, parse_page
-from harness.errors import FetchError, InputError
+from harness.prepare.api_cache import Page, PageCache, PageError, parse_page
+from harness.common.errors import FetchError, InputError
 
 DEFAULT_API_URL = "https://datasets-server.huggingface.co"
 DATASET = "xlangai/spider"

@@ -32,7 +32,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from harness.errors import PackError
+from harness.common.errors import PackError
 
 # The bundle's modules, listed by hand on purpose (see the module docstring). A test checks this
 # list against bundle/*.py, so adding a module to the bundle means adding it here too.
@@ -184,7 +184,7 @@ def file_list(staged: str | os.PathLike) -> tuple[dict[str, Path], list[str]]:
                         "(Spider) or `make sample-bundle` (the embedded sample)")
     unknown = sorted(p.name for p in staged.glob("*.py") if p.name not in BUNDLE_MODULES)
     if unknown:
-        raise PackError(f"module(s) {', '.join(unknown)} in {staged} are not in harness.pack.BUNDLE_MODULES: "
+        raise PackError(f"module(s) {', '.join(unknown)} in {staged} are not in harness.prepare.pack.BUNDLE_MODULES: "
                         "add them to that list if the bundle needs them, else delete them")
     entries = {name: _regular_file(staged / name, "bundle module") for name in BUNDLE_MODULES}
     entries[INDEX_ENTRY] = _regular_file(staged / INDEX_ENTRY, "index")
@@ -272,7 +272,7 @@ def pack(staged: str | os.PathLike, output: str | os.PathLike, caps: Caps = CAPS
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options: the staged folder and the zip to write."""
-    from harness.names import BUNDLE_ZIP
+    from harness.submit.names import BUNDLE_ZIP
     parser.add_argument("--out", type=Path, default=Path("out"),
                         help="prepare's output folder; the staged bundle is OUT/bundle (default: out)")
     parser.add_argument("--staged", type=Path, help="the staged bundle folder (default: OUT/bundle)")

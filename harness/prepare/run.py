@@ -10,7 +10,7 @@ schemas from the SQLite files; writes, under ``--out``:
 * ``prepare-summary.json``: what the printed summary says, machine-readable.
 
 The same inputs give byte-identical JSONL, index and databases. Standard library only (plus
-bundle, harness.bundle_data, harness.errors), so it also runs as ``python3 harness/prepare.py``.
+bundle, harness.prepare.bundle_data, harness.common.errors), so it also runs as ``python3 harness/prepare.py``.
 
 Example, offline: ``python3 -m harness prepare --sample --out out``.
 """
@@ -27,10 +27,13 @@ if __package__ in (None, ""):  # run as a file: make the project's packages impo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bundle as bundle_package
-from harness import bundle_data, prepare_summary, prompts, splits
-from harness.api_cache import PageCache
-from harness.errors import HarnessError, InputError
-from harness.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
+from harness.prepare.run import bundle_data
+from harness.prepare.run import summary as prepare_summary
+from harness.common import prompts
+from harness.prepare.run import splits
+from harness.prepare.api_cache import PageCache
+from harness.common.errors import HarnessError, InputError
+from harness.prepare.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DATABASES = ROOT / "fixtures" / "databases"

@@ -14,7 +14,7 @@ not tell from the gold alone which database the row means. Leaving rows out can 
 which could share a gold in turn, so selection repeats with the shared golds excluded until none
 is left (a few passes; gold results are memoized, so a pass costs little).
 
-Standard library only (plus bundle, harness.bundle_data / errors): prepare runs as a script.
+Standard library only (plus bundle, harness.prepare.bundle_data / errors): prepare runs as a script.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from bundle import verify as bundle_verify
 from bundle.bundle_index import normalize_gold
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.sql_compare import ResultShape
-from harness.bundle_data import schema_lines
-from harness.errors import InputError
+from harness.prepare.bundle_data import schema_lines
+from harness.common.errors import InputError
 
 SKIP_DATABASE_MISSING = "database missing"
 SKIP_SCHEMA_TOO_LONG = "schema too long"

@@ -13,8 +13,10 @@ from __future__ import annotations
 import collections
 import json
 
-from harness import prompts, splits
-from harness.errors import InputError
+from harness.common import prompts
+
+from harness.prepare.run import splits
+from harness.common.errors import InputError
 
 FORMAT = "spider-scoring-prepare-summary"
 VERSION = 1

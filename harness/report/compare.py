@@ -20,11 +20,11 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from harness import report_stats
-from harness.difficulty import LEVELS, DifficultyError, difficulty
-from harness.errors import InputError
-from harness.report_stats import Accuracy, Paired
-from harness.results import RowResult, read_results
+from harness.report.compare import stats as report_stats
+from harness.report.difficulty import LEVELS, DifficultyError, difficulty
+from harness.common.errors import InputError
+from harness.report.stats import Accuracy, Paired
+from harness.common.results import RowResult, read_results
 
 UNCLASSIFIED = "unclassified"
 
@@ -242,8 +242,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness import report_render  # matplotlib is loaded only when a report is made
-    from harness.bundle_data import atomic_write_bytes
+    from harness.report.compare import render as report_render  # matplotlib is loaded only when a report is made
+    from harness.prepare.bundle_data import atomic_write_bytes
 
     specs = [parse_spec(t) for t in args.results] + [parse_spec(t) for t in args.name]
     if args.show_changed < 0:

@@ -12,8 +12,8 @@ import io
 import re
 from typing import TYPE_CHECKING
 
-from harness.report import Breakdown, ChangedRow, Comparison, Report
-from harness.report_stats import Accuracy, format_p
+from harness.report.compare import Breakdown, ChangedRow, Comparison, Report
+from harness.report.stats import Accuracy, format_p
 
 if TYPE_CHECKING:  # matplotlib itself is imported only when a chart is drawn
     from matplotlib.figure import Figure

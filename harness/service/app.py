@@ -10,8 +10,8 @@
 
 Every answer that is not a score (bad JSON, a body over the limit, an infrastructure fault of the
 bundle, a worker stopped at its hard limit) is an HTTP error with a JSON body
-(``harness.service_bundle.GradeError.body``), never a ``score``. The application runs inside
-gunicorn's sync workers (``harness.service_server``), which give it the client socket for the
+(``harness.service.bundle.GradeError.body``), never a ``score``. The application runs inside
+gunicorn's sync workers (``harness.service.server``), which give it the client socket for the
 watchdog, a heartbeat and a way to retire the worker (``WorkerLink``).
 """
 
@@ -27,10 +27,10 @@ import time
 import uuid
 from typing import Any, Callable, Iterable
 
-from harness.service_bundle import GradeError, ServedBundle
-from harness.service_guard import Watchdog
-from harness.service_metrics import CONTENT_TYPE as METRICS_TYPE, Metrics
-from harness.service_settings import ServiceSettings
+from harness.service.bundle import GradeError, ServedBundle
+from harness.service.guard import Watchdog
+from harness.service.metrics import CONTENT_TYPE as METRICS_TYPE, Metrics
+from harness.service.settings import ServiceSettings
 
 log = logging.getLogger("spider_grader.access")
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",

@@ -1,6 +1,6 @@
 """The bundle the grader service serves: the pushed zip, unpacked, imported, its data checked.
 
-Loading reuses the emulated trainer's loader (``harness.emulate.load_bundle``): entries checked
+Loading reuses the emulated trainer's loader (``harness.common.bundle_loader.load_bundle``): entries checked
 (no unsafe path, no symlink, sizes within the pack caps), unpacked into a folder made read-only,
 imported as a package under a unique name, ``TRAINER_BUNDLE_ROOT`` set. The service is *ready*
 only once ``check_data`` has loaded the index and read every database once (each one's SHA-256
@@ -11,7 +11,7 @@ Faults the bundle raises are subclasses of its own ``scoring_errors.ScoringInfra
 (taken from the loaded package, not from this checkout); ``classify`` turns one into the HTTP
 error the service answers with. Never a score.
 
-Standard library only (with harness.emulate, harness.pack, harness.errors), like the image needs.
+Standard library only (with harness.common.bundle_loader, harness.prepare.pack, harness.common.errors), like the image needs.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from harness.emulate import LoadedBundle, load_bundle
-from harness.errors import InputError
+from harness.common.bundle_loader import LoadedBundle, load_bundle
+from harness.common.errors import InputError
 
 # Bundle error type -> HTTP status, most specific first (a subclass before its base).
 # 4xx: the same request will fail the same way, retrying cannot help; 5xx: the service's data or

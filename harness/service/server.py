@@ -1,6 +1,6 @@
 """The grader service's process: a gunicorn arbiter with pre-forked sync workers serving ``GraderApp``.
 
-    python3 -m harness.service_server --zip dist/spider-scoring.zip --bind 127.0.0.1:8000 [--workers N ...]
+    python3 -m harness.service.server --zip dist/spider-scoring.zip --bind 127.0.0.1:8000 [--workers N ...]
 
 Why gunicorn, sync workers: grading is CPU-bound SQLite work of about a millisecond, so one
 request per process at a time is the natural unit; processes (not threads) mean a runaway query
@@ -10,7 +10,7 @@ wheels, no compiler), widely deployed and maintained, and gives exactly the knob
 per-worker heartbeat timeout with SIGABRT then SIGKILL, ``max_requests`` recycling with jitter,
 graceful SIGTERM (stop accepting, let in-flight requests finish within ``graceful_timeout``),
 request line and header limits, and ``post_fork`` / ``child_exit`` / ``worker_abort`` hooks,
-where the per-worker limits are installed (``harness.service_settings`` lists the layers).
+where the per-worker limits are installed (``harness.service.settings`` lists the layers).
 
 The bundle is loaded and checked in the arbiter before anything listens (``ServedBundle.load``),
 so a forked worker (also a replacement after a kill) is ready at once and never re-extracts.
@@ -33,12 +33,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness import service_settings
-from harness.errors import HarnessError
-from harness.service_app import GraderApp, WorkerLink
-from harness.service_bundle import ServedBundle, require_zip
-from harness.service_guard import Watchdog
-from harness.service_settings import ServiceSettings
+from harness.commands.serve import settings as service_settings
+from harness.common.errors import HarnessError
+from harness.service.app import GraderApp, WorkerLink
+from harness.service.bundle import ServedBundle, require_zip
+from harness.service.guard import Watchdog
+from harness.service.settings import ServiceSettings
 
 log = logging.getLogger("spider_grader.server")
 # LogRecord's own attributes; anything else on a record came in through ``extra=`` and is logged.
@@ -161,7 +161,7 @@ def serve(args: argparse.Namespace) -> int:
     bundle = ServedBundle.load(require_zip(args.zip), args.workdir)
     arbiter_pid = os.getpid()
     try:
-        from harness.service_metrics import Metrics  # imports prometheus_client: only after the env is set
+        from harness.service.metrics import Metrics  # imports prometheus_client: only after the env is set
         metrics = Metrics.create(args.metrics_dir or tempfile.mkdtemp(prefix="spider-grader-metrics-"),
                                  bundle.outcomes)
         data = bundle.health()
@@ -181,7 +181,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     logging.config.dictConfig(logging_config())
-    parser = argparse.ArgumentParser(prog="python3 -m harness.service_server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m harness.service.server", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

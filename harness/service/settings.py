@@ -17,7 +17,7 @@ The service's layers of protection, from the inside out:
 >>> ServiceSettings(workers=0)
 Traceback (most recent call last):
 ...
-harness.errors.InputError: service setting workers must be a positive number, got 0
+harness.common.errors.InputError: service setting workers must be a positive number, got 0
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import argparse
 import dataclasses
 import os
 
-from harness.errors import InputError
+from harness.common.errors import InputError
 
 MiB = 1024 * 1024
 

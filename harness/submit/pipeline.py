@@ -27,10 +27,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.bundle_data import atomic_write_bytes
-from harness.errors import InputError
-from harness.names import DEFAULT_NAMES, REWARD_MODULE, SPLIT_FILES, Names
-from harness import prompts
+from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common.errors import InputError
+from harness.submit.names import DEFAULT_NAMES, REWARD_MODULE, SPLIT_FILES, Names
+from harness.common import prompts
 
 STAGE_TYPES = ("evaluate", "train")
 
@@ -222,7 +222,7 @@ def read_split(path: Path) -> list[tuple[int, list[dict]]]:
     return rows
 
 
-# A row's token estimate, the same as prepare's summary (``harness.prompts``): ceil(chars / 3.5)
+# A row's token estimate, the same as prepare's summary (``harness.common.prompts``): ceil(chars / 3.5)
 # per message + 4 chat-template tokens per message.
 estimate_tokens = prompts.chat_tokens
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.cli import COMMANDS
-from harness.errors import VerificationFailed
+from harness.common.errors import VerificationFailed
 
 
 @dataclasses.dataclass(frozen=True)

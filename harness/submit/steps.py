@@ -24,12 +24,12 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from harness import names as N
-from harness import pipeline
-from harness.bundle_data import atomic_write_bytes
-from harness.errors import InputError, SubmitError
-from harness.pack import sha256_file
-from harness.submit_process import (Result, Runner, Verifier, command_verifier, run_process,
+from harness.submit.steps import names as N
+from harness.submit.steps import pipeline
+from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common.errors import InputError, SubmitError
+from harness.prepare.pack import sha256_file
+from harness.submit.process import (Result, Runner, Verifier, command_verifier, run_process,
                                      verification)
 
 # A failed step whose output matches this is reported as "not logged in", not as a step failure.

@@ -1,0 +1,1 @@
+"""The grader service's load test, run from the host over loopback."""

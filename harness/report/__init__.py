@@ -1,0 +1,1 @@
+"""Per-row results of several stages compared: accuracy, paired tests, changed rows, chart (host)."""
