@@ -1,4 +1,4 @@
-# The grader service (`http:URL` graders): harness/service_server.py, gunicorn sync workers serving
+# The grader service (`http:URL` graders): harness/service/server.py, gunicorn sync workers serving
 # a bundle zip's grader. Built by `make service-image` (python3 -m harness service-image), which
 # assembles the build context: this file, the pinned wheels (downloaded on the host, see
 # docker/service-requirements.txt), the stdlib installer docker/service-install-wheels.py and the
@@ -8,7 +8,7 @@
 # offline Debian base first (`make docker-base`) and pass
 # --build-arg BASE_IMAGE=spider-scoring-base:bookworm (what `make service-image` does here).
 #
-# Run it the way harness/service_docker.py does: read-only root filesystem, the bundle zip mounted
+# Run it the way harness/containers/service.py does: read-only root filesystem, the bundle zip mounted
 # read-only at /opt/spider/bundle.zip, a small tmpfs on /tmp (the unpacked bundle, the metric
 # files), no capabilities, no new privileges, memory and pids limits, port 8000 published on
 # 127.0.0.1 only.

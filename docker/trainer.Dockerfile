@@ -6,7 +6,7 @@
 # --build-arg BASE_IMAGE=spider-scoring-base:bookworm (what `make image` does by default here).
 #
 # No code is copied in: the harness's stdlib-only runner, the zip and the splits are bind-mounted
-# read-only at /opt/spider when a container starts (harness/docker_run.py), so the image changes
+# read-only at /opt/spider when a container starts (harness/containers/trainer.py), so the image changes
 # only when this file or the base changes, and is tagged by a hash of both.
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.prepare.run import bundle_data
+from harness.prepare import bundle_data
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -84,7 +84,7 @@ def docker_engine() -> None:
 
 def run_prepare(out: Path, *args: str) -> dict:
     """Run `prepare` in-process into ``out``; the summary it wrote (pytest.fail on a non-zero exit)."""
-    from harness.prepare.run import run as prepare
+    from harness.prepare import run as prepare
     code = prepare.main([*args, "--out", str(out)])
     if code != 0:
         pytest.fail(f"prepare {' '.join(args)} exited with {code}")
@@ -105,7 +105,7 @@ def prepared_sample(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def sample_zip(prepared_sample, tmp_path_factory) -> Path:
     """The sample bundle packed into a zip, exactly as `make pack` builds it. Treat as read-only."""
-    from harness.prepare.run import pack
+    from harness.prepare import pack
     out = tmp_path_factory.mktemp("sample_zip") / "spider-scoring.zip"
     pack.pack(prepared_sample / "bundle", out)
     return out

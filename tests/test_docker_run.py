@@ -18,7 +18,7 @@ from harness.common import bundle_loader as emulate
 
 from harness.emulator import modes as emulate_modes
 
-from harness.prepare.run import pack
+from harness.prepare import pack
 from harness.common.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.prepare.run import bundle_data
+from harness.prepare import bundle_data
 
 from harness.commands import grade
 from harness.cli import main

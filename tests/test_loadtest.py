@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.loadtest.run import run as loadtest
+from harness.loadtest import run as loadtest
 from harness.common.errors import InputError
 from harness.commands.grade import read_eval
 from harness.loadtest.local_server import LocalServer

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.prepare.run import pack
+from harness.common import bundle_zip
+from harness.prepare import pack
 from harness.common.errors import PackError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,10 +167,10 @@ def test_summarize_refuses_a_zip_built_elsewhere_with_a_symlink(tmp_path):
         archive.writestr(link, "/etc/passwd")
     (tmp_path / "z.zip").write_bytes(buffer.getvalue())
     with pytest.raises(PackError, match="symlink"):
-        pack.summarize(tmp_path / "z.zip")
+        bundle_zip.summarize(tmp_path / "z.zip")
     (tmp_path / "bad.zip").write_bytes(b"not a zip")
     with pytest.raises(PackError, match="cannot read"):
-        pack.summarize(tmp_path / "bad.zip")
+        bundle_zip.summarize(tmp_path / "bad.zip")
 
 
 def test_command_prints_hash_and_sizes_and_fails_with_the_pack_exit_code(staged, tmp_path):

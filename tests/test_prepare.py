@@ -15,8 +15,8 @@ from api_server import ApiServer, Fault
 from bundle.bundle_index import normalize_gold
 from bundle import verify as bundle_verify
 from conftest import BUNDLE_SRC, FIXTURES, ROOT, run_prepare
-from harness.prepare.run import run as prepare
-from harness.prepare.run import splits
+from harness.prepare import run as prepare
+from harness.prepare import splits
 from harness.prepare.api_cache import PageCache
 from harness.common.errors import FetchError
 from harness.prepare.fetch_rows import FetchPolicy, RowFetcher

@@ -10,7 +10,7 @@ import pytest
 
 from bundle import verify as bundle_verify
 from harness.common import prompts
-from harness.prepare.run import splits
+from harness.prepare import splits
 from harness.common.errors import InputError
 
 

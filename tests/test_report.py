@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report.compare import compare as report
+from harness.report import compare as report
 from harness.cli import main
 from harness.common.errors import InputError
 from harness.report.stats import format_p

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.report.compare import render as report_render
+from harness.report import render as report_render
 from harness.report.compare import Stage, build_report
 from harness.common.results import RowResult
 

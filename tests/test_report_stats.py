@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from harness.report.compare import stats as rs
+from harness.report import stats as rs
 
 
 # The reference table (300 eval rows, SFT as baseline): gained, lost -> published p.

@@ -17,11 +17,11 @@ import pytest
 
 from harness import cli
 
-from harness.submit.steps import names
+from harness.submit import names
 
-from harness.submit.steps import pipeline
+from harness.submit import pipeline
 
-from harness.submit.steps import steps as submit
+from harness.submit import steps as submit
 from harness.common.errors import SubmitError
 from harness.submit.process import Result, default_verify_argv, verification
 

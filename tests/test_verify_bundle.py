@@ -22,7 +22,7 @@ from harness.commands import hooks
 
 from harness.emulator import mutate
 
-from harness.prepare.run import pack
+from harness.prepare import pack
 from harness.emulator.modes import SplitRow
 from harness.common.errors import InputError, VerificationFailed
 

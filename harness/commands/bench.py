@@ -30,10 +30,11 @@ import threading
 import time
 from pathlib import Path
 
-from harness.prepare.run import bundle_data
+from harness.common.files import atomic_write_bytes
+from harness.prepare import bundle_data
 from harness.common.errors import InputError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -206,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(work, ignore_errors=True)
     print_figures(figures)
     if args.json_out:
-        bundle_data.atomic_write_bytes(args.json_out, json.dumps(figures, indent=1).encode())
+        atomic_write_bytes(args.json_out, json.dumps(figures, indent=1).encode())
     return 0
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.prepare.run import pack
+from harness.common import bundle_zip
 from harness.submit.names import BUNDLE_ZIP
 
 MOUNT_IN = "/opt/spider/in"  # docker_run.MOUNT + "/in", without importing docker_run here
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                          "e.g. fixtures/sample/completions-eval.jsonl for the sample")
     if not split_file.is_file():
         raise InputError(f"{split_file} does not exist: write the splits with `make bundle` (or `make demo`)")
-    summary = pack.summarize(args.zip)
+    summary = bundle_zip.summarize(args.zip)
     if args.in_process:
         from harness.emulator import main as emulate_main
         document = emulate_main.run_job(emulate_main.build_parser().parse_args(_job(args, split_file, False)),

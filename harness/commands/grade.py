@@ -40,7 +40,7 @@ from harness.common.errors import InputError
 from harness.common.jsonl import read_jsonl
 from harness.common.results import RowResult, write_results
 
-BUNDLE_SOURCE = Path(__file__).resolve().parent.parent / "bundle"
+BUNDLE_SOURCE = Path(__file__).resolve().parents[2] / "bundle"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError
 
 MARKER = "# installed by spider-scoring: python3 -m harness hooks"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.serve import settings as service_settings
+from harness.service import settings as service_settings
 from harness.submit.names import BUNDLE_ZIP
 
 
@@ -46,7 +46,7 @@ def _serve_docker(args: argparse.Namespace, settings: service_settings.ServiceSe
 def run(args: argparse.Namespace) -> int:
     settings = service_settings.from_args(args)
     if args.local:
-        from harness.commands.serve import server as service_server
+        from harness.service import server as service_server
         argv = ["--zip", str(args.zip), "--bind", f"127.0.0.1:{args.port}", *service_settings.to_argv(settings)]
         return service_server.main(argv)
     return _serve_docker(args, settings)

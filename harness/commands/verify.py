@@ -17,8 +17,8 @@ import json
 import time
 from pathlib import Path
 
-from harness.prepare.run import pack
-from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common import bundle_zip
+from harness.common.files import atomic_write_bytes
 from harness.emulator.checks import SPLITS
 from harness.common.errors import DockerUnavailable, PackError, VerificationFailed
 from harness.submit.names import BUNDLE_ZIP
@@ -41,11 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", type=Path, metavar="FILE", help="also write the report as JSON to FILE")
 
 
-def verify(args: argparse.Namespace) -> tuple[dict, pack.ZipSummary | None, str]:
+def verify(args: argparse.Namespace) -> tuple[dict, bundle_zip.ZipSummary | None, str]:
     """The report document (emulate_main.job_verify's), the zip's summary and where it ran."""
     data = args.data or args.out / "data"
     try:
-        summary = pack.summarize(args.zip)
+        summary = bundle_zip.summarize(args.zip)
     except PackError as exc:
         failed = {"name": "zip accepted", "passed": False, "summary": "the trainer would refuse this zip",
                   "failures": [str(exc)], "seconds": 0.0}
@@ -65,7 +65,7 @@ def verify(args: argparse.Namespace) -> tuple[dict, pack.ZipSummary | None, str]
     return report, summary, where
 
 
-def _in_container(args: argparse.Namespace, summary: pack.ZipSummary, splits: dict[str, Path]) -> tuple[dict, str]:
+def _in_container(args: argparse.Namespace, summary: bundle_zip.ZipSummary, splits: dict[str, Path]) -> tuple[dict, str]:
     from harness.containers import trainer as docker_run
     inputs = {"bundle.zip": args.zip}
     inputs.update({f"data/{s}.jsonl": p for s, p in splits.items() if p.is_file()})
@@ -83,7 +83,7 @@ def _in_container(args: argparse.Namespace, summary: pack.ZipSummary, splits: di
     return report, f"container ({LOCKDOWN}; {run.seconds:.1f} s)"
 
 
-def render(report: dict, summary: pack.ZipSummary | None, where: str) -> list[str]:
+def render(report: dict, summary: bundle_zip.ZipSummary | None, where: str) -> list[str]:
     """The failures' details and the verdict (the check lines were printed as they ran)."""
     lines = []
     if summary is not None:

@@ -3,7 +3,7 @@
 What the trainer documents (trainer-contract.md), done the same way here:
 
 * the zip is unpacked into a folder (entries checked first: no unsafe path, no symlink, sizes
-  within ``harness.prepare.pack.CAPS``), which is then made read-only;
+  within ``harness.common.bundle_zip.CAPS``), which is then made read-only;
 * the folder is imported as a package, under a unique name, so that the modules' relative imports
   (``from . import verify``) work and two bundles never share module objects;
 * ``TRAINER_BUNDLE_ROOT`` names the folder while the bundle runs;
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.common.errors import InputError, PackError
-from harness.prepare.pack import CAPS, Caps, check_entries
+from harness.common.bundle_zip import CAPS, Caps, check_entries
 
 _counter = itertools.count()
 

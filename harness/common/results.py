@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError
 from harness.common.jsonl import read_jsonl
 

@@ -33,12 +33,12 @@ from typing import Any, Callable
 
 from harness.containers import trainer as docker_run
 
-from harness.commands.serve import settings as service_settings
+from harness.service import settings as service_settings
 from harness.containers.trainer import MOUNT, RunLimits
 from harness.common.errors import DockerUnavailable, InputError
 from harness.service.settings import MiB, ServiceSettings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = ROOT / "docker"
 DOCKERFILE = DOCKER_DIR / "service.Dockerfile"
 REQUIREMENTS = DOCKER_DIR / "service-requirements.txt"
@@ -47,15 +47,20 @@ WHEEL_CACHE = ROOT / ".cache" / "service-wheels"
 IMAGE_REPO = "spider-scoring-grader"
 NETWORK = "spider-scoring-grader"
 PORT = 8000
-# The harness modules the server imports (standard library, gunicorn and prometheus_client only).
-SERVICE_MODULES = ("__init__.py", "errors.py", "pack.py", "emulate.py", "service_settings.py",
-                   "service_bundle.py", "service_guard.py", "service_metrics.py", "service_app.py",
-                   "service_server.py")
+# What the image runs: these packages of the harness, copied whole (standard library, gunicorn and
+# prometheus_client only; tests/test_contexts.py imports them with nothing else on the path).
+SERVICE_PACKAGES = ("common", "service")
 NETWORK_OPTIONS = {
     "com.docker.network.bridge.enable_ip_masquerade": "false",  # no NAT out of the host
     "com.docker.network.bridge.enable_icc": "false",  # no traffic between containers
     "com.docker.network.bridge.host_binding_ipv4": "127.0.0.1",  # published ports: loopback by default
 }
+
+
+def service_sources() -> list[Path]:
+    """harness/__init__.py and every module of SERVICE_PACKAGES: what the image copies."""
+    harness = ROOT / "harness"
+    return [harness / "__init__.py"] + [p for pkg in SERVICE_PACKAGES for p in sorted((harness / pkg).rglob("*.py"))]
 
 
 def service_limits(settings: ServiceSettings, unpacked_bytes: int = 0) -> RunLimits:
@@ -130,7 +135,7 @@ def build_context(dest: Path, wheels: list[Path]) -> dict[str, bytes]:
     files = {"service.Dockerfile": DOCKERFILE.read_bytes(), "service-requirements.txt": REQUIREMENTS.read_bytes(),
              "service-install-wheels.py": INSTALLER.read_bytes()}
     files.update({f"wheels/{w.name}": w.read_bytes() for w in wheels})
-    files.update({f"harness/{m}": (ROOT / "harness" / m).read_bytes() for m in SERVICE_MODULES})
+    files.update({p.relative_to(ROOT).as_posix(): p.read_bytes() for p in service_sources()})
     for name, data in files.items():
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_bytes(data)

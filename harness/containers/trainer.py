@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator
 
 from harness.common.errors import DockerUnavailable, InputError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "docker" / "trainer.Dockerfile"
 IMAGE_REPO = "spider-scoring-trainer"
 # The Makefile's default; real users with Docker Hub can use the Dockerfile's python:3.11-slim.

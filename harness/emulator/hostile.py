@@ -16,7 +16,7 @@ from typing import Callable
 
 from harness.common.errors import InputError
 
-CASES_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "hostile" / "cases.json"
+CASES_PATH = Path(__file__).resolve().parents[2] / "fixtures" / "hostile" / "cases.json"
 
 
 @dataclasses.dataclass(frozen=True)

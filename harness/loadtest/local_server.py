@@ -29,7 +29,7 @@ from typing import Any
 from harness.common.errors import HarnessError
 from harness.service.settings import ServiceSettings, to_argv
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from harness.commands.serve import settings as service_settings
+from harness.service import settings as service_settings
 from harness.common.errors import InputError
 from harness.submit.names import BUNDLE_ZIP
 from harness.loadtest.local_server import LocalServer, parse_prometheus, request

@@ -19,7 +19,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError
 
 # The three fields prepare reads from a row; the API's other fields (token lists) are ignored.

@@ -18,6 +18,7 @@ from typing import Iterable, Mapping
 from bundle import bundle_index, gold_results, sql_guard
 from bundle import verify as bundle_verify
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+from harness.common.files import atomic_write_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,20 +65,6 @@ def build_sqlite(sql_path: str | os.PathLike, dest: str | os.PathLike) -> Path:
         conn.close()
     os.replace(tmp, dest)
     return dest
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are ordinary readable files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def dumps_canonical(data: object) -> bytes:

@@ -32,7 +32,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from harness.common.bundle_zip import CAPS, DATABASE_DIR, INDEX_ENTRY, Caps, ZipSummary, check_entries, summarize, unsafe_reason
 from harness.common.errors import PackError
+from harness.common.files import atomic_write_bytes, sha256_file
 
 # The bundle's modules, listed by hand on purpose (see the module docstring). A test checks this
 # list against bundle/*.py, so adding a module to the bundle means adding it here too.
@@ -51,102 +53,8 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "sql_text.py",
     "verify.py",
 )
-INDEX_ENTRY = "data/index.json"
-DATABASE_DIR = "data/databases"
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold: no build time leaks in
 FILE_MODE = 0o100644  # regular file, rw-r--r--
-
-
-@dataclasses.dataclass(frozen=True)
-class Caps:
-    """Size caps, conservative because the trainer's own limits are not published.
-
-    The reference bundle (63 Spider databases) is about 8 MB unpacked and 2 MB zipped; the whole
-    Spider database folder is 22 MB. These caps leave room for that many times over and stay
-    well under common upload limits, so a bundle that passes here is unlikely to be refused.
-    """
-
-    archive_bytes: int = 32 * 1024 * 1024
-    unpacked_bytes: int = 128 * 1024 * 1024
-    entry_bytes: int = 64 * 1024 * 1024
-    entries: int = 512
-
-
-CAPS = Caps()
-
-
-@dataclasses.dataclass(frozen=True)
-class ZipSummary:
-    """What a zip holds: its hash and sizes, as printed after packing and before verifying."""
-
-    path: str
-    sha256: str
-    archive_bytes: int
-    unpacked_bytes: int
-    entries: int
-    modules: int
-    databases: int
-
-    def lines(self) -> list[str]:
-        return [f"zip        {self.path}",
-                f"sha256     {self.sha256}",
-                f"archive    {self.archive_bytes:,} bytes",
-                f"unpacked   {self.unpacked_bytes:,} bytes",
-                f"entries    {self.entries} ({self.modules} modules, {self.databases} databases, index)"]
-
-
-def unsafe_reason(name: str) -> str | None:
-    """Why an entry name is refused (None when it is acceptable).
-
-    >>> unsafe_reason("data/index.json") is None
-    True
-    >>> unsafe_reason("../evil.py")
-    'a parent-folder component'
-    """
-    if not name or "\\" in name or "\x00" in name:
-        return "a backslash, NUL or empty name"
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        return "an absolute path"
-    parts = name.rstrip("/").split("/")
-    if any(p == ".." for p in parts):
-        return "a parent-folder component"
-    if any(p in ("", ".") for p in parts):
-        return "an empty or '.' component"
-    if any(p.startswith(".") for p in parts):
-        return "a hidden file or folder"
-    if "__pycache__" in parts or name.endswith((".pyc", ".pyo")):
-        return "compiled Python (__pycache__, .pyc)"
-    return None
-
-
-def check_entries(infos: list[zipfile.ZipInfo], caps: Caps = CAPS) -> list[str]:
-    """Every reason the trainer would refuse a zip with these entries (empty list: acceptable)."""
-    problems = []
-    names = [i.filename for i in infos]
-    if len(infos) > caps.entries:
-        problems.append(f"{len(infos)} entries, over the cap of {caps.entries}")
-    if len(set(names)) != len(names):
-        problems.append("duplicate entry names")
-    total = 0
-    for info in infos:
-        reason = unsafe_reason(info.filename)
-        if reason:
-            problems.append(f"entry {info.filename!r}: {reason}")
-        mode = info.external_attr >> 16
-        if stat.S_ISLNK(mode):
-            problems.append(f"entry {info.filename!r} is a symlink")
-        if info.file_size > caps.entry_bytes:
-            problems.append(f"entry {info.filename!r} is {info.file_size:,} bytes, over {caps.entry_bytes:,}")
-        total += info.file_size
-        root_module = "/" not in info.filename and info.filename.endswith(".py")
-        if root_module and info.filename[:-3] in getattr(sys, "stdlib_module_names", ()):
-            problems.append(f"entry {info.filename!r} shadows the standard library module "
-                            f"{info.filename[:-3]!r} (a reserved top-level name): rename it")
-    if total > caps.unpacked_bytes:
-        problems.append(f"unpacked size {total:,} bytes, over the cap of {caps.unpacked_bytes:,}")
-    if not any("/" not in n and n.endswith(".py") for n in names):
-        problems.append("no Python module at the zip root")
-    return problems
 
 
 def _read_index(staged: Path) -> dict:
@@ -205,15 +113,6 @@ def file_list(staged: str | os.PathLike) -> tuple[dict[str, Path], list[str]]:
     return dict(sorted(entries.items())), left_out
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    """SHA-256 of a file, read in 1 MiB blocks (databases, the zip, the files `submit` sends)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def zip_bytes(entries: dict[str, Path]) -> bytes:
     """The archive's bytes: sorted entries, fixed date and mode, deflate level 9."""
     buffer = io.BytesIO()
@@ -227,46 +126,26 @@ def zip_bytes(entries: dict[str, Path]) -> bytes:
     return buffer.getvalue()
 
 
-def summarize(path: str | os.PathLike, caps: Caps = CAPS) -> ZipSummary:
-    """Hash, sizes and entry counts of a zip; PackError listing every problem the trainer would refuse."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            infos = archive.infolist()
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise PackError(f"cannot read {path} as a zip ({exc}): rebuild it with `make pack`") from None
-    problems = check_entries(infos, caps)
-    if len(data) > caps.archive_bytes:
-        problems.append(f"archive is {len(data):,} bytes, over the cap of {caps.archive_bytes:,}")
-    if problems:
-        raise PackError(f"{path} would be refused: " + "; ".join(problems))
-    names = [i.filename for i in infos]
-    return ZipSummary(str(path), hashlib.sha256(data).hexdigest(), len(data), sum(i.file_size for i in infos),
-                      len(infos), sum(1 for n in names if "/" not in n and n.endswith(".py")),
-                      sum(1 for n in names if n.startswith(DATABASE_DIR + "/")))
+def _infos(data: bytes) -> list[zipfile.ZipInfo]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return archive.infolist()
 
 
 def pack(staged: str | os.PathLike, output: str | os.PathLike, caps: Caps = CAPS) -> tuple[ZipSummary, list[str]]:
     """Build ``output`` from the staged folder; returns its summary and the files left out.
 
-    Written to a temporary file beside ``output``, checked, then renamed: a refused or interrupted
-    build never replaces a good zip.
+    Checked before it is written, then written to a temporary file beside ``output`` and renamed:
+    a refused or interrupted build never replaces a good zip.
     """
     entries, left_out = file_list(staged)
     data = zip_bytes(entries)
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix="." + output.name + ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)  # readable by the container's unprivileged user
-        summary = summarize(tmp, caps)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    problems = check_entries(_infos(data), caps)
+    if len(data) > caps.archive_bytes:
+        problems.append(f"archive is {len(data):,} bytes, over the cap of {caps.archive_bytes:,}")
+    if problems:
+        raise PackError(f"the zip built from {staged} would be refused: " + "; ".join(problems))
+    atomic_write_bytes(output, data)  # readable by the container's unprivileged user; a refused build never replaces a good zip
+    summary = summarize(output, caps)
     return dataclasses.replace(summary, path=str(output)), left_out
 
 

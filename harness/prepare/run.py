@@ -24,18 +24,19 @@ import tempfile
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file: make the project's packages importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import bundle as bundle_package
-from harness.prepare.run import bundle_data
-from harness.prepare.run import summary as prepare_summary
+from harness.common.files import atomic_write_bytes
+from harness.prepare import bundle_data
+from harness.prepare import summary as prepare_summary
 from harness.common import prompts
-from harness.prepare.run import splits
+from harness.prepare import splits
 from harness.prepare.api_cache import PageCache
 from harness.common.errors import HarnessError, InputError
 from harness.prepare.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_DATABASES = ROOT / "fixtures" / "databases"
 SAMPLE_ROWS = ROOT / "fixtures" / "sample"
 API_SPLITS = {"train": "train", "eval": "validation"}  # our source -> the API's split name
@@ -149,10 +150,10 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
     try:
         index = stage_bundle(out / "bundle", selection, rules.catalog)
         for name in splits.SPLITS:
-            bundle_data.atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
+            atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
         summary = prepare_summary.build(selection, sizes, rules, rows, index,
                                         fetch=source.stats.as_dict(), origin=origin)
-        bundle_data.atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
+        atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
     except OSError as exc:  # every input was read above: this is the output folder
         raise InputError(f"cannot write the outputs under {out} ({exc}): give --out a writable folder") from None
     return summary
@@ -182,7 +183,7 @@ def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalo
         data = src.read_bytes()
         target = dest / name
         if not target.is_file() or target.read_bytes() != data:
-            bundle_data.atomic_write_bytes(target, data)
+            atomic_write_bytes(target, data)
     databases = {db_id: catalog.files[db_id] for db_id in selection.used_databases()}
     try:
         return bundle_data.write_bundle_data(dest, index_rows(selection), databases, precompute=True)

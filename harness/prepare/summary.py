@@ -15,7 +15,7 @@ import json
 
 from harness.common import prompts
 
-from harness.prepare.run import splits
+from harness.prepare import splits
 from harness.common.errors import InputError
 
 FORMAT = "spider-scoring-prepare-summary"

@@ -20,7 +20,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from harness.report.compare import stats as report_stats
+from harness.report import stats as report_stats
 from harness.report.difficulty import LEVELS, DifficultyError, difficulty
 from harness.common.errors import InputError
 from harness.report.stats import Accuracy, Paired
@@ -242,8 +242,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.report.compare import render as report_render  # matplotlib is loaded only when a report is made
-    from harness.prepare.bundle_data import atomic_write_bytes
+    from harness.report import render as report_render  # matplotlib is loaded only when a report is made
+    from harness.common.files import atomic_write_bytes
 
     specs = [parse_spec(t) for t in args.results] + [parse_spec(t) for t in args.name]
     if args.show_changed < 0:

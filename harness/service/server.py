@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.commands.serve import settings as service_settings
+from harness.service import settings as service_settings
 from harness.common.errors import HarnessError
 from harness.service.app import GraderApp, WorkerLink
 from harness.service.bundle import ServedBundle, require_zip

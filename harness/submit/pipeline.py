@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.prepare.bundle_data import atomic_write_bytes
+from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError
 from harness.submit.names import DEFAULT_NAMES, REWARD_MODULE, SPLIT_FILES, Names
 from harness.common import prompts

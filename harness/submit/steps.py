@@ -24,11 +24,11 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from harness.submit.steps import names as N
-from harness.submit.steps import pipeline
-from harness.prepare.bundle_data import atomic_write_bytes
+from harness.submit import names as N
+from harness.submit import pipeline
+from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError, SubmitError
-from harness.prepare.pack import sha256_file
+from harness.common.files import sha256_file
 from harness.submit.process import (Result, Runner, Verifier, command_verifier, run_process,
                                      verification)
 
