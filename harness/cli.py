@@ -1,7 +1,8 @@
 """`spider-harness` (or `python -m harness`): one command line for every harness job.
 
-Each command lives in its own module, which defines ``add_arguments(parser)`` and
-``run(args) -> int``; modules are imported only when their command runs.
+Each command lives in its own module of harness/commands/, which defines ``add_arguments(parser)``
+and ``run(args) -> int``; modules are imported only when their command runs. Exit codes: the one
+table in harness.common.errors (EXIT_CODES).
 """
 
 from __future__ import annotations
@@ -11,24 +12,24 @@ import importlib
 import os
 import sys
 
-from harness.common.errors import HarnessError
+from harness.common.errors import BROKEN_PIPE, INTERRUPTED, HarnessError
 
 # command name -> (module, one-line help). Keep sorted by the order a user meets them.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "prepare": ("harness.prepare.run", "Spider rows (datasets-server API, cached) to train/rl/eval JSONL and the staged bundle data"),
-    "pack": ("harness.prepare.pack", "zip the staged bundle reproducibly from an explicit file list; print SHA-256 and sizes"),
+    "prepare": ("harness.commands.prepare", "Spider rows (datasets-server API, cached) to train/rl/eval JSONL and the staged bundle data"),
+    "pack": ("harness.commands.pack", "zip the staged bundle reproducibly from an explicit file list; print SHA-256 and sizes"),
     "verify": ("harness.commands.verify", "pre-push verification of a bundle zip by the emulated trainer in a locked-down container"),
     "emulate": ("harness.commands.emulate", "run the emulated trainer's reward (GRPO steps) or grader job on a bundle zip"),
-    "image": ("harness.containers.trainer", "build (once per input change) the trainer container image"),
+    "image": ("harness.commands.images", "build (once per input change) the trainer container image"),
     "hooks": ("harness.commands.hooks", "install the git pre-push hook that runs `make verify`"),
-    "pipeline": ("harness.submit.pipeline", "write and validate OUT/pipeline.json (base -> SFT -> GRPO, each scored)"),
-    "submit": ("harness.submit.steps", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
-    "grade": ("harness.commands.grade", "score a file of completions on the eval split with the bundle; write per-row results"),
-    "report": ("harness.report.compare", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
+    "pipeline": ("harness.commands.pipeline", "write and validate DATA/pipeline.json (base -> SFT -> GRPO, each scored)"),
+    "submit": ("harness.commands.submit", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
+    "grade": ("harness.commands.grade", "score a stage's completions on the eval split with the bundle zip; write per-row results"),
+    "report": ("harness.commands.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
     "bench": ("harness.commands.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
     "serve": ("harness.commands.serve", "serve the bundle's grader over HTTP (http: graders) in its container on 127.0.0.1"),
-    "service-image": ("harness.containers.service", "build (once per input change) the grader service's container image"),
-    "loadtest": ("harness.loadtest.run", "load-test the grader service over loopback: throughput, p50/p99, answers, worker memory"),
+    "service-image": ("harness.commands.images", "build (once per input change) the grader service's container image"),
+    "loadtest": ("harness.commands.loadtest", "load-test the grader service over loopback: throughput, p50/p99, answers, worker memory"),
 }
 
 
@@ -56,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -25,14 +25,21 @@ _TEXT_KEYS = ("completion", "output", "prediction", "response", "generated")
 _ID_KEYS = ("row_id", "id")
 
 
-def _text(value: object) -> str | None:
+def message_text(value: object) -> str | None:
+    """Text of a completion given as a string, a message dict (``content``) or a list of chat
+    messages (the last assistant message counts); None when it holds no text. The bundle reads its
+    arguments the same way (scoring_entry.message_text; tests/test_vocabulary.py holds them equal).
+
+    >>> message_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "SELECT 1"}])
+    'SELECT 1'
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and isinstance(value.get("content"), str):
         return value["content"]
     if isinstance(value, list) and value:
         assistant = [m for m in value if isinstance(m, dict) and m.get("role") == "assistant"]
-        return _text(assistant[-1] if assistant else value[-1])
+        return message_text(assistant[-1] if assistant else value[-1])
     return None
 
 
@@ -59,6 +66,15 @@ class Completions:
                              f"{len(row_ids)} rows; give one line per row or add row_id fields")
         return [self.positional[i] if i < len(self.positional) else [] for i in range(len(row_ids))]
 
+    def one_per_row(self, row_ids: list[str]) -> list[str]:
+        """Exactly one completion per row, in ``row_ids`` order (an evaluation answers each row once)."""
+        groups = self.for_rows(row_ids)
+        for row, group in zip(row_ids, groups):
+            if len(group) != 1:
+                raise InputError(f"{self.path}: row {row} has {len(group)} completions; an evaluation "
+                                 "takes exactly one per eval row")
+        return [group[0] for group in groups]
+
 
 def row_id_of(data: dict) -> str | None:
     """The row id a JSONL object names (``row_id``, else ``id``; text or a number), or None.
@@ -76,13 +92,13 @@ def _parse_line(path: Path, number: int, data: object) -> tuple[str | None, list
         raise InputError(f"{path}:{number}: expected a JSON object or string")
     row_id = row_id_of(data)
     if isinstance(data.get("completions"), list):
-        texts = [_text(v) for v in data["completions"]]
+        texts = [message_text(v) for v in data["completions"]]
         if any(t is None for t in texts):
             raise InputError(f"{path}:{number}: every entry of 'completions' must be text")
         return row_id, [t for t in texts if t is not None]
     for key in _TEXT_KEYS:
         if key in data:
-            text = _text(data[key])
+            text = message_text(data[key])
             if text is None:
                 raise InputError(f"{path}:{number}: {key!r} is not text or chat messages")
             return row_id, [text]

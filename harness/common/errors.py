@@ -1,12 +1,37 @@
-"""The harness's exception tree. Messages name the item and say what to do; exit codes on types."""
+"""The harness's exception tree, and the project's one table of exit codes.
+
+Messages name the item and say what to do; each exception type carries its exit code. No number
+means two things: the harness's codes are 1-8, the bundle's typed errors 20-26 (they reach a
+process's exit status only through a caller of the bundle, and the grader service's error bodies),
+and a few fixed ones sit above.
+
+>>> [code for code, _name, _meaning in EXIT_CODES][:4]
+[0, 1, 2, 3]
+"""
 
 from __future__ import annotations
+
+from harness.common.outcomes import BUNDLE_ERRORS
+
+OK = 0
+CHECKS_FAILED = 1
+USAGE = 2
+WATCHDOG_EXIT = 70  # a grader-service worker ended by its watchdog (EX_SOFTWARE); gunicorn forks another
+INTERRUPTED = 130
+BROKEN_PIPE = 141
 
 
 class HarnessError(Exception):
     """Base class: a clear, expected failure of a harness command."""
 
-    exit_code = 2
+    exit_code = 8
+
+
+class VerificationFailed(HarnessError):
+    """Checks ran and found failures: pre-push verification (the same code as crashed emulated calls
+    and a failed load test)."""
+
+    exit_code = CHECKS_FAILED
 
 
 class InputError(HarnessError):
@@ -27,19 +52,42 @@ class PackError(HarnessError):
     exit_code = 5
 
 
-class VerificationFailed(HarnessError):
-    """Pre-push verification found a failing check."""
-
-    exit_code = 6
-
-
 class DockerUnavailable(HarnessError):
     """No Docker engine is reachable, or the image is missing."""
 
-    exit_code = 7
+    exit_code = 6
 
 
 class SubmitError(HarnessError):
     """A step of the submission (akka-optimize) failed."""
 
-    exit_code = 8
+    exit_code = 7
+
+
+# (code, name, meaning): every exit status a process of this project ends with. A test keeps it
+# equal to the exception classes (here and in bundle/scoring_errors.py) and to the docs' table.
+EXIT_CODES: tuple[tuple[int, str, str], ...] = (
+    (OK, "ok", "the command did what it was asked"),
+    (CHECKS_FAILED, "VerificationFailed", "checks ran and found failures: pre-push verification, "
+                                          "emulated calls that crashed or returned no score, a failed load test"),
+    (USAGE, "usage", "a flag or argument the command does not accept (argparse), or a make variable left unset"),
+    (InputError.exit_code, "InputError", "bad or missing input: the message names it and the command that makes it"),
+    (FetchError.exit_code, "FetchError", "the datasets-server could not be read"),
+    (PackError.exit_code, "PackError", "the bundle cannot be packed into a zip the trainer accepts"),
+    (DockerUnavailable.exit_code, "DockerUnavailable", "no Docker engine, base image or image build"),
+    (SubmitError.exit_code, "SubmitError", "a step of the submission failed"),
+    (HarnessError.exit_code, "HarnessError", "another expected failure of the harness"),
+    *((e.exit_code, e.name, f"bundle: {e.meaning}") for e in BUNDLE_ERRORS.values()),
+    (WATCHDOG_EXIT, "watchdog", "a grader-service worker stopped by its watchdog (replaced at once)"),
+    (INTERRUPTED, "interrupted", "Ctrl-C, SIGTERM or SIGHUP"),
+    (BROKEN_PIPE, "broken pipe", "the output was piped into a command that stopped reading"),
+)
+
+
+def error_for_exit_code(code: object) -> type[HarnessError]:
+    """The harness exception class whose exit code is ``code`` (HarnessError when none is): how an
+    error raised inside the trainer container is raised again on the host."""
+    for kind in (VerificationFailed, InputError, FetchError, PackError, DockerUnavailable, SubmitError):
+        if kind.exit_code == code:
+            return kind
+    return HarnessError

@@ -7,7 +7,8 @@ Format (README, "Per-row results"), one line per row, in eval order::
      "outcome": "match", "detail": "same rows"}
 
 ``score`` is null exactly when the row is unscored (a gold or infrastructure error), as the trainer
-excludes such rows from its mean.
+excludes such rows from its mean. ``outcome`` is one of harness.common.outcomes.OUTCOMES. A stage's
+results live at ``results/<stage>.jsonl`` in the prepared folder (harness.common.layout).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Iterable
 from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError
 from harness.common.jsonl import read_jsonl
+from harness.common.outcomes import OUTCOMES, Outcome
 
 FIELDS = ("row_id", "db_id", "question", "gold", "completion", "sql", "score", "outcome", "detail")
 
@@ -34,7 +36,7 @@ class RowResult:
     completion: str
     sql: str | None
     score: float | None
-    outcome: str
+    outcome: Outcome
     detail: str
 
     @property
@@ -51,7 +53,7 @@ def read_results(path: str | os.PathLike) -> list[RowResult]:
     """Read and validate a per-row results file; InputError names the file, line and problem."""
     path = Path(path)
     out, seen = [], set()
-    for number, data in read_jsonl(path, "results file", "; regenerate the file with the grade command"):
+    for number, data in read_jsonl(path, "results file", "; regenerate it with `make grade STAGE=<stage>`"):
         if not isinstance(data, dict):
             raise InputError(f"{path}:{number}: expected a JSON object per line")
         missing = [f for f in FIELDS if f not in data]
@@ -60,6 +62,8 @@ def read_results(path: str | os.PathLike) -> list[RowResult]:
         score = data["score"]
         if score is not None and (not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0):
             raise InputError(f"{path}:{number}: score {score!r} is not null or a number in [0, 1]")
+        if data["outcome"] not in OUTCOMES:
+            raise InputError(f"{path}:{number}: outcome {data['outcome']!r} is not one of {', '.join(OUTCOMES)}")
         if data["row_id"] in seen:
             raise InputError(f"{path}:{number}: row {data['row_id']!r} appears twice")
         seen.add(data["row_id"])

@@ -18,7 +18,6 @@ always removed.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import shutil
@@ -36,6 +35,8 @@ from harness.containers import trainer as docker_run
 from harness.service import settings as service_settings
 from harness.containers.trainer import MOUNT, RunLimits
 from harness.common.errors import DockerUnavailable, InputError
+from harness.common.http_client import request
+from harness.common.layout import require
 from harness.service.settings import MiB, ServiceSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,9 +155,8 @@ def image_tag(files: dict[str, bytes], base_image_id: str) -> str:
     return f"{IMAGE_REPO}:{digest.hexdigest()[:16]}"
 
 
-def ensure_image(client, base_image: str | None = None, say: Callable[[str], None] = print) -> str:
+def ensure_image(client, base_image: str, say: Callable[[str], None] = print) -> str:
     """The service image's tag, built on ``base_image`` when not present yet."""
-    base_image = base_image or docker_run.DEFAULT_BASE_IMAGE
     context = Path(tempfile.mkdtemp(prefix="spider-grader-image-"))
 
     def tag_for(base_image_id: str) -> str:  # only once the base image is known to be there
@@ -198,7 +198,7 @@ class ServiceContainer:
     """The service in its locked-down container on 127.0.0.1; a context manager, always removed."""
 
     def __init__(self, zip_path: str | os.PathLike, settings: ServiceSettings | None = None, *,
-                 base_image: str | None = None, host_port: int = 0, environment: dict[str, str] | None = None,
+                 base_image: str, host_port: int = 0, environment: dict[str, str] | None = None,
                  say: Callable[[str], None] = print) -> None:
         self.zip_path = Path(zip_path)
         self.settings = settings or ServiceSettings()
@@ -216,8 +216,7 @@ class ServiceContainer:
 
     def start(self, ready_timeout: float = 120.0) -> "ServiceContainer":
         """Build (if needed) and start the container, then wait until the service is ready."""
-        from harness.service.bundle import require_zip
-        require_zip(self.zip_path)
+        require(self.zip_path, "the bundle zip")
         self.client = docker_run.connect()
         tag = ensure_image(self.client, self.base_image, say=self.say)
         network = ensure_network(self.client)
@@ -240,7 +239,6 @@ class ServiceContainer:
         return self
 
     def wait_ready(self, timeout: float) -> None:
-        from harness.loadtest.local_server import request
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.container.reload()
@@ -286,12 +284,3 @@ class ServiceContainer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-# --- the `service-image` command -------------------------------------------------------------------
-
-add_arguments = docker_run.add_arguments  # the same --base-image option as `image`
-
-
-def run(args: argparse.Namespace) -> int:
-    return docker_run.show_image(ensure_image, args.base_image)

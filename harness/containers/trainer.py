@@ -17,7 +17,6 @@ unprivileged user read inputs that live in private folders.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import hashlib
@@ -33,13 +32,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from harness.common.errors import DockerUnavailable, InputError
+from harness.common.errors import DockerUnavailable, HarnessError, InputError, error_for_exit_code
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "docker" / "trainer.Dockerfile"
 IMAGE_REPO = "spider-scoring-trainer"
-# The Makefile's default; real users with Docker Hub can use the Dockerfile's python:3.11-slim.
-DEFAULT_BASE_IMAGE = os.environ.get("BASE_IMAGE", "spider-scoring-base:bookworm")
 MOUNT = "/opt/spider"
 USER = "65534:65534"
 LABEL = "spider-scoring.run"
@@ -158,7 +155,7 @@ def ensure_built(client, base_image: str, tag_for: Callable[[str], str], *, what
     return tag
 
 
-def ensure_image(client, base_image: str = DEFAULT_BASE_IMAGE, dockerfile: Path = DOCKERFILE,
+def ensure_image(client, base_image: str, dockerfile: Path = DOCKERFILE,
                  say: Callable[[str], None] = print) -> str:
     """The trainer image's tag, built from ``dockerfile`` on ``base_image`` when not present yet."""
     text = dockerfile.read_bytes()
@@ -273,7 +270,7 @@ def run_container(client, config: dict[str, Any], *, timeout_s: float = 3600.0,
             remove_container(client, config["name"])
 
 
-def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str = DEFAULT_BASE_IMAGE,
+def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str,
             limits: RunLimits = RunLimits(), timeout_s: float = 3600.0,
             on_stderr: Callable[[str], None] | None = None, say: Callable[[str], None] = print) -> ContainerResult:
     """Run ``command`` in the trainer image with ``inputs`` staged under /opt/spider/in/ (read-only)."""
@@ -290,7 +287,7 @@ def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str = DE
 
 
 def emulator_job(job: list[str], inputs: dict[str, Path], *, unpacked_bytes: int = 0,
-                 base_image: str = DEFAULT_BASE_IMAGE, timeout_s: float = 3600.0,
+                 base_image: str, timeout_s: float = 3600.0,
                  say: Callable[[str], None] = print) -> tuple[dict, ContainerResult]:
     """Run ``python3 -m harness.emulator.main JOB...`` in the container; its JSON document and the run.
 
@@ -298,7 +295,6 @@ def emulator_job(job: list[str], inputs: dict[str, Path], *, unpacked_bytes: int
     the harness error it names; a container that died without a document is DockerUnavailable
     naming the cause (timeout, out of memory, or the last lines it wrote).
     """
-    from harness.common import errors
     limits = RunLimits().for_bundle(unpacked_bytes)
     result = run_job(["python3", "-m", "harness.emulator.main", *job], inputs, base_image=base_image,
                      limits=limits, timeout_s=timeout_s, say=say,
@@ -312,30 +308,8 @@ def emulator_job(job: list[str], inputs: dict[str, Path], *, unpacked_bytes: int
                  f"it exited {result.exit_code}: {result.stderr.strip()[-800:]}")
         raise DockerUnavailable(f"the trainer container gave no result: {cause}") from None
     if "error" in document:
-        kind = getattr(errors, str(document.get("error_type")), errors.HarnessError)
         message = str(document["error"])
         for name, path in inputs.items():  # name the user's files, not their mounted copies
             message = message.replace(f"{MOUNT}/in/{name}", str(path))
-        raise (kind if isinstance(kind, type) and issubclass(kind, errors.HarnessError)
-               else errors.HarnessError)(message)
+        raise error_for_exit_code(document.get("exit_code"))(message)
     return document, result
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the `image` command."""
-    parser.add_argument("--base-image", default=DEFAULT_BASE_IMAGE,
-                        help=f"image to build on (default: $BASE_IMAGE or {DEFAULT_BASE_IMAGE})")
-
-
-def show_image(ensure: Callable[[Any, str], str], base_image: str) -> int:
-    """The `image` and `service-image` commands: ``ensure(client, base_image)`` builds the image when
-    needed; print its tag and size."""
-    client = connect()
-    tag = ensure(client, base_image)
-    size = client.images.get(tag).attrs.get("Size", 0)
-    print(f"image {tag}  ({size / 1e6:.0f} MB, on {base_image})")
-    return 0
-
-
-def run(args: argparse.Namespace) -> int:
-    return show_image(ensure_image, args.base_image)

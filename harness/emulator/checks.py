@@ -33,13 +33,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness.emulator import hostile
-
-from harness.emulator import mutate
 from harness.common.bundle_loader import LoadedBundle, directory_listing
-from harness.emulator.modes import Call, SplitRow, call_score, read_split_lenient
+from harness.common.layout import SPLITS
+from harness.common.rows import SplitRow, index_mismatches, read_split_lenient
+from harness.emulator import hostile, mutate
+from harness.emulator.calls import Call, call_score
 
-SPLITS = ("train", "rl", "eval")
 PROBE = Path(__file__).resolve().parent / "probe.py"
 MAX_SHOWN = 8  # failures listed per check; the count says how many there were
 
@@ -78,20 +77,10 @@ def check_splits(split_files: dict[str, Path]) -> tuple[Check, dict[str, list[Sp
 
 
 def check_against_index(rows: dict[str, list[SplitRow]], index: dict) -> Check:
-    by_id = {str(r.get("id")): r for r in index.get("rows", [])}
-    failures, seen = [], set()
-    for split_rows in rows.values():
-        for row in split_rows:
-            stored = by_id.get(row.id)
-            seen.add(row.id)
-            if stored is None:
-                failures.append(f"{row.id}: not in the bundle's index (dataset and bundle from different builds)")
-            elif _norm(stored.get("gold", "")) != _norm(row.gold):
-                failures.append(f"{row.id}: gold {row.gold[:60]!r} differs from the bundle's {stored.get('gold', '')[:60]!r}")
-    extra = sorted(i for i, r in by_id.items() if r.get("split") in rows and i not in seen)
-    failures += [f"{i}: in the bundle's index but not in the split" for i in extra]
+    failures = index_mismatches([r for split_rows in rows.values() for r in split_rows], index, tuple(rows))
+    found = sum(len(split_rows) for split_rows in rows.values())
     return _check("splits match the bundle", failures,
-                  f"{len(seen)} rows found in the index with the same gold, none missing")
+                  f"{found} rows found in the index with the same gold, none missing")
 
 
 def check_eval_unseen(rows: dict[str, list[SplitRow]], index: dict) -> Check:
@@ -145,7 +134,8 @@ def check_imports(loaded: LoadedBundle) -> Check:
 
 
 def _expect_raise(result: dict, wanted: str, what: str) -> list[str]:
-    if result.get("raised") == wanted:
+    """Failures unless the probe saw the bundle raise its error with code ``wanted``."""
+    if result.get("code") == wanted:
         return []
     if "raised" in result:
         return [f"{what}: raised {result['raised']} ({result.get('message', '')[:120]}), expected {wanted}"]
@@ -174,7 +164,7 @@ def check_missing_database(loaded: LoadedBundle, workdir: Path) -> Check:
                 data[len(data) // 2] ^= 0xFF
                 (probe_root / "data" / "databases" / files[db_id].name).write_bytes(bytes(data))
             result = _probe(["score", str(probe_root), gold_of[db_id]], env_root=probe_root)
-            failures += _expect_raise(result, "DatabaseUnavailableError", f"{variant} {db_id}.sqlite")
+            failures += _expect_raise(result, "database_unavailable", f"{variant} {db_id}.sqlite")
         finally:
             shutil.rmtree(probe_root, ignore_errors=True)
     return _check("missing database", failures,
@@ -193,7 +183,7 @@ def check_stale_gold(loaded: LoadedBundle, rows: dict[str, list[SplitRow]]) -> C
         for extra in (None, {"db_id": db_of.get(row.id)}):
             call = call_score(reward, solution_str=row.gold, ground_truth=edited, extra_info=extra)
             how = "with db_id" if extra else "gold only"
-            if call.kind != "unscored" or not call.detail.startswith("StaleBundleError"):
+            if call.code != "stale_bundle":
                 failures.append(f"{row.id} ({how}): {call.detail or call.score!r}, expected StaleBundleError")
     return _check("stale gold rejected", failures,
                   f"{len(sample) * 2} edited golds: StaleBundleError (unscored), never a score")

@@ -1,12 +1,13 @@
 """The emulated trainer's jobs, callable in-process and as the container's entry point.
 
-    python3 -m harness.emulator.main verify --zip Z --data D
-    python3 -m harness.emulator.main reward --zip Z --rl F [--completions C] [--prompts-per-step 8 ...]
-    python3 -m harness.emulator.main grader --zip Z --eval F --completions C
+    python3 -m harness.emulator.main verify --zip Z --data D [--watch /tmp] [--threads 8]
+    python3 -m harness.emulator.main reward --zip Z --data D [--completions C] [--prompts-per-step 8 ...]
+    python3 -m harness.emulator.main grader --zip Z --data D --completions C
 
-Progress goes to stderr as it happens; the job's result is one JSON document on stdout (anything
-the bundle prints is sent to stderr, so it cannot corrupt that document). An expected failure
-(harness.common.errors) is the document ``{"error": ..., "error_type": ...}`` with its exit code.
+``--data D`` is a prepared folder (harness.common.layout): the splits under ``D/data/``. Progress
+goes to stderr as it happens; the job's result is one JSON document on stdout (anything the bundle
+prints is sent to stderr, so it cannot corrupt that document). An expected failure
+(harness.common.errors) is the document ``{"error", "error_type", "exit_code"}`` and that exit code.
 
 Standard library only: inside the container nothing else is installed, and ``bundle/`` of this
 checkout is deliberately absent (the zip's copy is the one under test).
@@ -26,12 +27,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness.emulator import checks as emulate_checks
-
-from harness.emulator import modes as emulate_modes
-from harness.common.completions import read_completions
 from harness.common.bundle_loader import load_bundle
+from harness.common.completions import read_completions
 from harness.common.errors import HarnessError
+from harness.common.layout import Prepared, require
+from harness.common.rows import read_split
+from harness.emulator import checks, grader_job, reward_job
 
 Say = Callable[[str], None]
 
@@ -40,87 +41,81 @@ def _environment() -> dict:
     return {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version, "platform": platform.platform()}
 
 
-def job_verify(zip_path: Path, split_files: dict[str, Path], *, watch: list[Path] | None = None,
-               workers: int = 8, max_mutated_golds: int | None = None, say: Say = lambda line: None) -> dict:
+def job_verify(zip_path: Path, data: Prepared, *, watch: list[Path] | None = None, threads: int = 8,
+               max_mutated_golds: int | None = None, say: Say = lambda line: None) -> dict:
     """Every pre-push check on the zip; ``watch``: the writable places to list (default: the run folder)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="verify-") as run_dir:
         with load_bundle(zip_path, run_dir) as loaded:
             say(f"loaded {zip_path} (sha256 {loaded.sha256[:16]}...) as package {loaded.package}")
-            checks = emulate_checks.run_checks(loaded, split_files, workdir=Path(run_dir),
-                                               watch=watch or [Path(run_dir)], workers=workers,
-                                               max_mutated_golds=max_mutated_golds, say=say)
+            done = checks.run_checks(loaded, data.splits(), workdir=Path(run_dir), watch=watch or [Path(run_dir)],
+                                     workers=threads, max_mutated_golds=max_mutated_golds, say=say)
             sha = loaded.sha256
-    return {"sha256": sha, "checks": [dataclasses.asdict(c) for c in checks],
-            "passed": all(c.passed for c in checks), "seconds": time.monotonic() - started, **_environment()}
+    return {"sha256": sha, "checks": [dataclasses.asdict(c) for c in done],
+            "passed": all(c.passed for c in done), "seconds": time.monotonic() - started, **_environment()}
 
 
-def job_reward(zip_path: Path, rl_path: Path, completions_path: Path | None, *, prompts_per_step: int = 8,
-               group_size: int = 8, steps: int | None = None, workers: int = 8, function: str = "reward",
+def job_reward(zip_path: Path, data: Prepared, completions_path: Path | None, *, prompts_per_step: int = 8,
+               group_size: int = 8, steps: int | None = None, threads: int = 8, function: str = "reward",
                say: Say = lambda line: None) -> dict:
-    """GRPO-shaped reward steps over the rl split (emulate_modes.reward_steps)."""
-    rows = emulate_modes.read_split(rl_path, "rl")
+    """GRPO-shaped reward steps over the rl split (harness.emulator.reward_job)."""
+    rows = read_split(require(data.split("rl"), "the rl split"), "rl")
     given = read_completions(completions_path).for_rows([r.id for r in rows]) if completions_path else None
-    groups = emulate_modes.groups_for(rows, given, group_size)
+    groups = reward_job.groups_for(rows, given, group_size)
     with tempfile.TemporaryDirectory(prefix="reward-") as run_dir, load_bundle(zip_path, run_dir) as loaded:
+        source = f"completions from {completions_path}" if completions_path else "synthetic completions"
         say(f"reward mode: {len(rows)} rl rows, {prompts_per_step} prompts x {group_size} completions a step, "
-            f"{workers} workers, {'completions from ' + str(completions_path) if completions_path else 'synthetic completions'}")
-        stats = emulate_modes.reward_steps(loaded, rows, groups, function=function, prompts_per_step=prompts_per_step,
-                                           steps=steps, workers=workers, say=say)
-    summary = emulate_modes.reward_summary(stats)
-    return {"steps": [dataclasses.asdict(s) for s in stats], "summary": summary, **_environment()}
+            f"{threads} threads, {source}")
+        stats = reward_job.reward_steps(loaded, rows, groups, function=function, prompts_per_step=prompts_per_step,
+                                        steps=steps, threads=threads, say=say)
+    return {"steps": [dataclasses.asdict(s) for s in stats], "summary": reward_job.reward_summary(stats),
+            **_environment()}
 
 
-def job_grader(zip_path: Path, eval_path: Path, completions_path: Path, *, function: str = "grader",
+def job_grader(zip_path: Path, data: Prepared, completions_path: Path, *, function: str = "grader",
                say: Say = lambda line: None) -> dict:
-    """One grader call per eval row (emulate_modes.grade_records), with the evaluation summary."""
-    rows = emulate_modes.read_split(eval_path, "eval")
-    given = read_completions(completions_path).for_rows([r.id for r in rows])
-    firsts = [group[0] for group in given]  # a row given several answers: the first, as one evaluation
+    """One grader call per eval row (harness.emulator.grader_job), with the evaluation summary."""
+    rows = read_split(require(data.split("eval"), "the eval split"), "eval")
+    completions = read_completions(completions_path).one_per_row([r.id for r in rows])
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grader-") as run_dir, load_bundle(zip_path, run_dir) as loaded:
-        records = emulate_modes.grade_records(loaded, rows, firsts, function=function, say=say)
-    summary = emulate_modes.grader_summary(records)
+        results = grader_job.grade_split(loaded, rows, completions, function=function, say=say)
+    summary = grader_job.grader_summary(results)
     summary["seconds"] = time.monotonic() - started
-    return {"records": records, "summary": summary, **_environment()}
+    return {"results": [dataclasses.asdict(r) for r in results], "summary": summary, **_environment()}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python3 -m harness.emulator.main", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="job", required=True)
-    verify = sub.add_parser("verify")
-    verify.add_argument("--zip", type=Path, required=True)
-    verify.add_argument("--data", type=Path, required=True, help="folder of train/rl/eval.jsonl")
-    verify.add_argument("--watch", type=Path, action="append", help="writable place to list (repeatable)")
-    verify.add_argument("--workers", type=int, default=8)
-    verify.add_argument("--max-mutated-golds", type=int)
-    reward = sub.add_parser("reward")
-    reward.add_argument("--zip", type=Path, required=True)
-    reward.add_argument("--rl", type=Path, required=True)
-    reward.add_argument("--completions", type=Path)
+    for name in ("verify", "reward", "grader"):
+        job = sub.add_parser(name)
+        job.add_argument("--zip", type=Path, required=True)
+        job.add_argument("--data", type=Path, required=True, help="the prepared folder (splits under data/)")
+        if name != "verify":
+            job.add_argument("--completions", type=Path, required=name == "grader")
+            job.add_argument("--function", default=name)
+        if name != "grader":
+            job.add_argument("--threads", type=int, default=8)
+    sub.choices["verify"].add_argument("--watch", type=Path, action="append", help="writable place to list (repeatable)")
+    sub.choices["verify"].add_argument("--max-mutated-golds", type=int)
+    reward = sub.choices["reward"]
     reward.add_argument("--prompts-per-step", type=int, default=8)
     reward.add_argument("--group-size", type=int, default=8)
     reward.add_argument("--steps", type=int)
-    reward.add_argument("--workers", type=int, default=8)
-    reward.add_argument("--function", default="reward")
-    grader = sub.add_parser("grader")
-    grader.add_argument("--zip", type=Path, required=True)
-    grader.add_argument("--eval", type=Path, required=True)
-    grader.add_argument("--completions", type=Path, required=True)
-    grader.add_argument("--function", default="grader")
     return parser
 
 
 def run_job(args: argparse.Namespace, say: Say) -> dict:
+    data = Prepared(args.data)
     if args.job == "verify":
-        splits = {s: args.data / f"{s}.jsonl" for s in emulate_checks.SPLITS}
-        return job_verify(args.zip, splits, watch=args.watch, workers=args.workers,
+        return job_verify(args.zip, data, watch=args.watch, threads=args.threads,
                           max_mutated_golds=args.max_mutated_golds, say=say)
     if args.job == "reward":
-        return job_reward(args.zip, args.rl, args.completions, prompts_per_step=args.prompts_per_step,
-                          group_size=args.group_size, steps=args.steps, workers=args.workers,
+        return job_reward(args.zip, data, args.completions, prompts_per_step=args.prompts_per_step,
+                          group_size=args.group_size, steps=args.steps, threads=args.threads,
                           function=args.function, say=say)
-    return job_grader(args.zip, args.eval, args.completions, function=args.function, say=say)
+    return job_grader(args.zip, data, args.completions, function=args.function, say=say)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = run_job(args, say)
         except HarnessError as exc:
-            result, code = {"error": str(exc), "error_type": type(exc).__name__}, exc.exit_code
+            code = exc.exit_code
+            result = {"error": str(exc), "error_type": type(exc).__name__, "exit_code": code}
     out.write(json.dumps(result) + "\n")
     out.flush()
     return code

@@ -6,7 +6,8 @@ bundle sees the standard library and nothing else. Prints one JSON object on std
 * ``imports ROOT``: import the bundle as a package and every module in it; report every top-level
   module then loaded that is not in the standard library.
 * ``score ROOT GOLD``: call ``reward.compute_score(solution_str=GOLD, ground_truth=GOLD)`` with
-  TRAINER_BUNDLE_ROOT as the caller set it; report the value returned or the exception raised.
+  TRAINER_BUNDLE_ROOT as the caller set it; report the value returned or the exception raised (its type and the stable ``code`` the bundle's
+  errors carry).
 
 Standard library only, and imports nothing from the harness (it must not be on the path).
 """
@@ -52,7 +53,8 @@ def probe_score(root, gold):
     try:
         value = reward.compute_score(solution_str=gold, ground_truth=gold)
     except Exception as exc:  # the point of the probe: which error comes back
-        return {"raised": type(exc).__name__, "mro": [k.__name__ for k in type(exc).__mro__],
+        return {"raised": type(exc).__name__, "code": getattr(exc, "code", None),
+                "mro": [k.__name__ for k in type(exc).__mro__],
                 "message": str(exc)}
     return {"returned": value}
 

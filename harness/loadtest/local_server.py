@@ -1,20 +1,14 @@
-"""Run the grader service as a local process on 127.0.0.1, and talk to it: for tests and the load test.
+"""Run the grader service as a local process on 127.0.0.1: for the load test and the tests.
 
 ``LocalServer`` binds a listening socket on an ephemeral loopback port itself and hands it to the
 server as ``fd://N`` (gunicorn's inherited-socket bind), so there is no race for a free port;
 then it waits for ``GET /readyz``. ``stop`` sends SIGTERM (gunicorn's graceful shutdown) and
-kills only what does not exit in time. ``request`` is a small stdlib HTTP client (one connection
-per call, as sync workers close each connection) returning status, headers and parsed JSON.
-
->>> Reply(200, {}, {"score": 1.0}).json["score"]
-1.0
+kills only what does not exit in time.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import http.client
-import json
 import os
 import shutil
 import signal
@@ -27,51 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.common.errors import HarnessError
+from harness.common.http_client import Reply, parse_prometheus, request
 from harness.service.settings import ServiceSettings, to_argv
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclasses.dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: dict[str, str]
-    json: Any  # the parsed body; None when it is not JSON (then ``text`` holds it)
-    text: str = ""
-
-
-def request(host: str, port: int, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
-            headers: dict[str, str] | None = None, timeout: float = 30.0) -> Reply:
-    """One HTTP request; ``body`` is sent as JSON, ``raw`` as given. Transport errors propagate."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
-        response = conn.getresponse()
-        payload = response.read()
-        found = {k.lower(): v for k, v in response.getheaders()}
-    finally:
-        conn.close()
-    text = payload.decode("utf-8", "replace")
-    try:
-        parsed = json.loads(text) if "json" in found.get("content-type", "") else None
-    except ValueError:
-        parsed = None
-    return Reply(response.status, found, parsed, text)
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Sample lines of the Prometheus text format: ``'name{labels}' -> value`` (comments skipped).
-
-    >>> parse_prometheus('# HELP x y\\nx_total{a="b"} 3.0\\n')
-    {'x_total{a="b"}': 3.0}
-    """
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
 
 
 def worker_pids(master_pid: int) -> list[int]:

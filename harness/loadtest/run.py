@@ -1,12 +1,9 @@
-"""`loadtest`: a bounded load test of the grader service, from this process, over loopback.
-
-    python3 -m harness loadtest [--url URL | --zip dist/spider-scoring.zip [--docker]]
-        [--eval out/data/eval.jsonl] [--requests 5000] [--concurrency 32] [--runaway-every 100]
+"""A bounded load test of the grader service, from this process, over loopback.
 
 Two phases over the same server: ``mixed`` (correct, wrong and hostile completions of the eval
 rows) and ``mixed+runaway`` (the same, with a query that only the bundle's deadline stops in every
 ``--runaway-every``-th request). Each request is one HTTP connection from a pool of
-``--concurrency`` client threads. Every answer is checked against the one the same envelope got
+``--threads`` client threads. Every answer is checked against the one the same envelope got
 alone (``harness.loadtest.workload.calibrate``): a failed request (transport error or non-200) and
 a lost or different answer are both counted, and either fails the run. The workers' resident
 memory is read from ``/metrics`` every ``--sample-every`` seconds: the run also fails when a
@@ -18,7 +15,6 @@ Without ``--url`` the server is started for the test (a local process, or the co
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import dataclasses
 import http.client
@@ -30,10 +26,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from harness.service import settings as service_settings
 from harness.common.errors import InputError
-from harness.submit.names import BUNDLE_ZIP
-from harness.loadtest.local_server import LocalServer, parse_prometheus, request
+from harness.common.http_client import parse_prometheus, request
 from harness.loadtest.workload import Probe, calibrate, load_probes, schedule
 
 MiB = 1024 * 1024
@@ -141,12 +135,12 @@ def latency(values: list[float]) -> dict[str, float]:
             "mean_ms": round(statistics.fmean(ms), 2)}
 
 
-def run_phase(host: str, port: int, order: list[Probe], concurrency: int, *, name: str,
+def run_phase(host: str, port: int, order: list[Probe], threads: int, *, name: str,
               sample_every: float = 1.0, timeout: float = 60.0) -> dict[str, Any]:
-    """Send ``order`` with ``concurrency`` client threads; figures of the phase."""
+    """Send ``order`` with ``threads`` client threads; figures of the phase."""
     with MemorySampler(host, port, sample_every) as sampler:
         started = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="load") as pool:
+        with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="load") as pool:
             tag = "".join(c if c.isalnum() else "-" for c in name)  # request ids are [A-Za-z0-9._-]
             results = list(pool.map(lambda item: _send(host, port, item[1], f"{tag}-{item[0]}", timeout),
                                     enumerate(order)))
@@ -156,7 +150,7 @@ def run_phase(host: str, port: int, order: list[Probe], concurrency: int, *, nam
     by_kind = {kind: {"requests": len(group), **latency([r.seconds for r in group])}
                for kind in sorted({r.kind for r in results})
                for group in [[r for r in results if r.kind == kind]]}
-    return {"phase": name, "requests": len(results), "concurrency": concurrency, "failed": len(failed),
+    return {"phase": name, "requests": len(results), "threads": threads, "failed": len(failed),
             "wrong_answers": len(wrong), "seconds": round(elapsed, 2),
             "throughput_rps": round(len(results) / elapsed, 1) if elapsed else 0.0,
             **latency([r.seconds for r in results]), "by_kind": by_kind,
@@ -170,7 +164,7 @@ def _calibrate_on(host: str, port: int, probes: dict[str, list[Probe]]) -> dict[
     return calibrate(probes, grade)
 
 
-def run_load(url: str, eval_path: Path, *, requests: int, concurrency: int, runaway_every: int,
+def run_load(url: str, eval_path: Path, *, requests: int, threads: int, runaway_every: int,
              max_rows: int | None = None, sample_every: float = 1.0, seed: int = 7) -> dict[str, Any]:
     """Calibrate, then the two phases; every figure of the run."""
     parsed = urllib.parse.urlsplit(url)
@@ -181,11 +175,11 @@ def run_load(url: str, eval_path: Path, *, requests: int, concurrency: int, runa
     probes = _calibrate_on(host, port, load_probes(eval_path, max_rows))
     # Warm every worker (imports, connections, caches) so that memory is compared warm to warm.
     warm = run_phase(host, port, schedule(probes, max(200, 20 * int(health.get("settings", {}).get("workers", 8))),
-                                          0, seed + 1), concurrency, name="warm-up", sample_every=sample_every)
-    phases = [run_phase(host, port, schedule(probes, requests, 0, seed), concurrency, name="mixed",
+                                          0, seed + 1), threads, name="warm-up", sample_every=sample_every)
+    phases = [run_phase(host, port, schedule(probes, requests, 0, seed), threads, name="mixed",
                         sample_every=sample_every)]
     if runaway_every:
-        phases.append(run_phase(host, port, schedule(probes, requests, runaway_every, seed), concurrency,
+        phases.append(run_phase(host, port, schedule(probes, requests, runaway_every, seed), threads,
                                 name="mixed+runaway", sample_every=sample_every))
     metrics = parse_prometheus(request(host, port, "GET", "/metrics", timeout=10).text)
     return {"url": url, "bundle_sha256": (health.get("bundle") or {}).get("sha256"),
@@ -240,53 +234,3 @@ def problems_of(report: dict[str, Any], max_growth_mib: float) -> list[str]:
         if p["memory"]["max_growth_mib"] > max_growth_mib:
             problems.append(f"{p['phase']}: a worker grew {p['memory']['max_growth_mib']} MiB (limit {max_growth_mib})")
     return problems
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help="an already running service (default: start one from --zip for the test)")
-    parser.add_argument("--zip", type=Path, default=BUNDLE_ZIP, help=f"bundle zip to serve (default: {BUNDLE_ZIP})")
-    parser.add_argument("--docker", action="store_true", help="start the service in its container, not as a local process")
-    parser.add_argument("--base-image", help="base of the service image with --docker (default: $BASE_IMAGE or the offline base)")
-    parser.add_argument("--out", type=Path, default=Path("out"), help="prepare's output folder (default: out)")
-    parser.add_argument("--eval", type=Path, help="eval split for the envelopes (default: OUT/data/eval.jsonl)")
-    parser.add_argument("--requests", type=int, default=5000, help="requests per phase (default: 5000)")
-    parser.add_argument("--concurrency", type=int, default=32, help="client threads (default: 32)")
-    parser.add_argument("--runaway-every", type=int, default=100,
-                        help="second phase: a runaway query every N requests; 0 skips that phase (default: 100)")
-    parser.add_argument("--max-rows", type=int, help="use only the first N eval rows")
-    parser.add_argument("--sample-every", type=float, default=1.0, help="seconds between RSS samples (default: 1)")
-    parser.add_argument("--max-growth-mib", type=float, default=16.0,
-                        help="fail when a worker's RSS grows more than this during a phase (default: 16)")
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    parser.add_argument("--workers", type=int, default=service_settings.default_workers(),
-                        help="workers of the server started for the test (default: the service's, 8 per core)")
-
-
-def _local_or_docker(args: argparse.Namespace):
-    """The server to test when no --url is given: a context manager with a ``url``."""
-    settings = service_settings.ServiceSettings(workers=args.workers)
-    if args.docker:
-        from harness.containers.service import ServiceContainer
-        return ServiceContainer(args.zip, settings, base_image=args.base_image)
-    return LocalServer(args.zip, settings)
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.requests <= 0 or args.concurrency <= 0 or args.runaway_every < 0:
-        raise InputError("--requests and --concurrency must be positive, --runaway-every 0 or more")
-    eval_path = args.eval or args.out / "data" / "eval.jsonl"
-    if not eval_path.is_file():
-        raise InputError(f"eval split {eval_path} does not exist: run `make sample-bundle` (or `make bundle`) "
-                         "first, or pass --eval")
-    options = dict(requests=args.requests, concurrency=args.concurrency, runaway_every=args.runaway_every,
-                   max_rows=args.max_rows, sample_every=args.sample_every)
-    if args.url:
-        report = run_load(args.url, eval_path, **options)
-    else:
-        with _local_or_docker(args) as server:
-            report = run_load(server.url, eval_path, **options)
-    print(render(report, args.max_growth_mib))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return 1 if problems_of(report, args.max_growth_mib) else 0

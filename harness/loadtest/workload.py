@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.common.errors import InputError
-from harness.commands.grade import EvalRow, read_eval
+from harness.common.rows import SplitRow, read_split
 from harness.emulator.hostile import load_cases
 from harness.emulator.mutate import mutations
 
@@ -62,7 +62,7 @@ def first_table(prompt: str) -> str:
     raise InputError("an eval row's prompt has no schema line `table(col, ...)` to aim the hostile cases at")
 
 
-def _envelope(row: EvalRow, completion: str) -> dict[str, Any]:
+def _envelope(row: SplitRow, completion: str) -> dict[str, Any]:
     return {"input": row.prompt, "output": completion, "expected": row.gold}
 
 
@@ -78,7 +78,7 @@ def hostile_cases(max_seconds: float = 1.0, max_chars: int = 100_000) -> list[tu
             and ";" not in c.text]  # extraction stops at the first ';': "SELECT 1; DROP ..." may match
 
 
-def build_probes(rows: list[EvalRow], max_rows: int | None = None) -> dict[str, list[Probe]]:
+def build_probes(rows: list[SplitRow], max_rows: int | None = None) -> dict[str, list[Probe]]:
     """Every distinct envelope of each kind for the first ``max_rows`` eval rows."""
     if not rows:
         raise InputError("no eval rows to build the load test's envelopes from")
@@ -86,20 +86,20 @@ def build_probes(rows: list[EvalRow], max_rows: int | None = None) -> dict[str, 
     probes: dict[str, list[Probe]] = {kind: [] for kind in KINDS}
     cases = hostile_cases()
     for i, row in enumerate(rows):
-        probes["correct"].append(Probe("correct", f"{row.row_id}/gold", _envelope(row, f"```sql\n{row.gold}\n```")))
+        probes["correct"].append(Probe("correct", f"{row.id}/gold", _envelope(row, f"```sql\n{row.gold}\n```")))
         variants = [(m.kind, m.sql) for m in mutations(row.gold)] or [("other", "SELECT 'not the answer'")]
         for kind, sql in variants:
-            probes["wrong"].append(Probe("wrong", f"{row.row_id}/{kind}", _envelope(row, sql)))
-        table = first_table(row.prompt)
+            probes["wrong"].append(Probe("wrong", f"{row.id}/{kind}", _envelope(row, sql)))
+        table = first_table(row.prompt_text)
         case_id, text = cases[i % len(cases)]  # one hostile case a row, rotating through the suite
-        probes["hostile"].append(Probe("hostile", f"{row.row_id}/{case_id}",
+        probes["hostile"].append(Probe("hostile", f"{row.id}/{case_id}",
                                        _envelope(row, text.replace("{table}", table))))
-    probes["runaway"].append(Probe("runaway", f"{rows[0].row_id}/runaway", _envelope(rows[0], RUNAWAY_SQL)))
+    probes["runaway"].append(Probe("runaway", f"{rows[0].id}/runaway", _envelope(rows[0], RUNAWAY_SQL)))
     return probes
 
 
 def load_probes(eval_path: str | Path, max_rows: int | None = None) -> dict[str, list[Probe]]:
-    return build_probes(read_eval(eval_path), max_rows)
+    return build_probes(read_split(eval_path, "eval"), max_rows)
 
 
 Grade = Callable[[Probe], tuple[int, Any]]

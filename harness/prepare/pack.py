@@ -20,7 +20,6 @@ Standard library only: the emulated trainer (inside the container) reuses ``chec
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import io
@@ -63,7 +62,7 @@ def _read_index(staged: Path) -> dict:
         index = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PackError(f"{path} is missing: stage the bundle first with `make bundle` "
-                        "(harness prepare) or point --staged at a prepared bundle folder") from None
+                        "or `make sample-bundle` (python3 -m harness prepare), or point --data at a prepared folder") from None
     except (OSError, ValueError) as exc:
         raise PackError(f"cannot read {path}: {exc}; rebuild it with `make bundle`") from None
     if not isinstance(index, dict) or not isinstance(index.get("databases"), dict):
@@ -147,22 +146,3 @@ def pack(staged: str | os.PathLike, output: str | os.PathLike, caps: Caps = CAPS
     atomic_write_bytes(output, data)  # readable by the container's unprivileged user; a refused build never replaces a good zip
     summary = summarize(output, caps)
     return dataclasses.replace(summary, path=str(output)), left_out
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options: the staged folder and the zip to write."""
-    from harness.submit.names import BUNDLE_ZIP
-    parser.add_argument("--out", type=Path, default=Path("out"),
-                        help="prepare's output folder; the staged bundle is OUT/bundle (default: out)")
-    parser.add_argument("--staged", type=Path, help="the staged bundle folder (default: OUT/bundle)")
-    parser.add_argument("--output", "--zip", dest="output", type=Path, default=BUNDLE_ZIP,
-                        help=f"the zip to write (default: {BUNDLE_ZIP})")
-
-
-def run(args: argparse.Namespace) -> int:
-    staged = args.staged or args.out / "bundle"
-    summary, left_out = pack(staged, args.output)
-    for name in left_out:
-        print(f"left out (not in the file list): {name}")
-    print("\n".join(summary.lines()))
-    return 0

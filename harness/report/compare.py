@@ -16,13 +16,13 @@ Markdown and as a self-contained HTML page with a chart when asked.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 
 from harness.report import stats as report_stats
 from harness.report.difficulty import LEVELS, DifficultyError, difficulty
 from harness.common.errors import InputError
+from harness.common.layout import DEFAULT_DATA, Prepared
 from harness.report.stats import Accuracy, Paired
 from harness.common.results import RowResult, read_results
 
@@ -87,15 +87,20 @@ class Report:
     by_database: Breakdown
 
 
-def parse_spec(text: str) -> tuple[str, str]:
-    """``label=path`` or a bare path (labelled with its stem).
+def parse_spec(text: str, data: Prepared = Prepared(DEFAULT_DATA)) -> tuple[str, str]:
+    """``label=path``; a bare path (labelled with its stem); or a stage name, whose results are
+    ``results/STAGE.jsonl`` in the prepared folder ``data``.
 
-    >>> parse_spec("sft=out/results-sft.jsonl"), parse_spec("out/results-rl.jsonl")
-    (('sft', 'out/results-sft.jsonl'), ('results-rl', 'out/results-rl.jsonl'))
+    >>> parse_spec("sft=out/results/sft.jsonl"), parse_spec("base")
+    (('sft', 'out/results/sft.jsonl'), ('base', 'out/results/base.jsonl'))
     """
     label, sep, path = text.partition("=")
     # a path that itself holds "=" but names an existing file is a bare path
-    if not sep or Path(text).is_file():
+    if Path(text).is_file():
+        return Path(text).stem, text
+    if not sep:
+        if "/" not in text and not text.endswith(".jsonl"):
+            return text, data.results(text).as_posix()
         return Path(text).stem, text
     if not label.strip() or not path:
         raise InputError(f"{text!r}: give results as label=path (e.g. sft=out/results-sft.jsonl) or a path")
@@ -106,13 +111,16 @@ def load_stages(specs: list[tuple[str, str]]) -> list[Stage]:
     """Read every results file and check they describe the same eval rows (InputError if not)."""
     if len(specs) < 2:
         raise InputError(f"the report compares two or more results files, got {len(specs)}; "
-                         "pass e.g. base=out/results-base.jsonl sft=out/results-sft.jsonl")
+                         "pass e.g. base sft (their results in DATA/results/) or base=FILE sft=FILE")
     labels = [label for label, _ in specs]
     for label in labels:
         if labels.count(label) > 1:
             raise InputError(f"two inputs are labelled {label!r}; name each one with label=path")
     stages = []
     for label, path in specs:
+        if not Path(path).is_file():
+            raise InputError(f"the results of {label}, {path}, do not exist: grade that stage first "
+                             f"(`make grade STAGE={label}`), or give label=path")
         rows = read_results(path)
         if not rows:
             raise InputError(f"{path} ({label}) holds no rows; grade the eval split into it first")
@@ -223,37 +231,3 @@ def build_report(stages: list[Stage], baseline: str | None = None, *, alpha: flo
                   comparisons=comparisons,
                   by_level=_breakdown("difficulty", levels, list(LEVELS) + [UNCLASSIFIED], flags),
                   by_database=_breakdown("database", dbs, sorted(set(dbs)), flags))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", nargs="*", metavar="[LABEL=]PATH",
-                        help="per-row results files from `grade`, in stage order (label defaults to the file stem)")
-    parser.add_argument("--name", action="append", default=[], metavar="LABEL=PATH",
-                        help="a labelled results file (repeatable; after the positional ones)")
-    parser.add_argument("--baseline", metavar="LABEL", help="the stage others are compared with (default: the first)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the verdict (default 0.05)")
-    parser.add_argument("--verdict-test", choices=report_stats.TESTS, default="chi2",
-                        help="p-value the verdict reads: McNemar chi-squared with continuity correction "
-                             "(default, as the reference) or the exact binomial test")
-    parser.add_argument("--markdown", metavar="PATH", help="also write the report as Markdown")
-    parser.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page with the chart")
-    parser.add_argument("--show-changed", type=int, default=5, metavar="N",
-                        help="changed rows printed per list in the terminal (files get them all; default 5)")
-
-
-def run(args: argparse.Namespace) -> int:
-    from harness.report import render as report_render  # matplotlib is loaded only when a report is made
-    from harness.common.files import atomic_write_bytes
-
-    specs = [parse_spec(t) for t in args.results] + [parse_spec(t) for t in args.name]
-    if args.show_changed < 0:
-        raise InputError("--show-changed must be 0 or more")
-    report = build_report(load_stages(specs), args.baseline, alpha=args.alpha, test=args.verdict_test)
-    print(report_render.terminal(report, show_changed=args.show_changed))
-    if args.markdown:
-        atomic_write_bytes(args.markdown, report_render.markdown(report).encode("utf-8"))
-        print(f"wrote {args.markdown}")
-    if args.html:
-        atomic_write_bytes(args.html, report_render.html_page(report).encode("utf-8"))
-        print(f"wrote {args.html}")
-    return 0

@@ -14,7 +14,6 @@ means moving to the newer generation is an edit of this module, not a hunt throu
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 # The command line program, looked up on PATH (tests put a fake one first on PATH).
 CLI = "akka-optimize"
@@ -22,18 +21,17 @@ CLI = "akka-optimize"
 # The reference example's base model (a Hugging Face repository id).
 BASE_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 
-# Scoring bundle: its registered name, the zip `pack` writes, and the modules the trainer imports.
+# Scoring bundle: its registered name and the modules the trainer imports (the zip's file name is
+# harness.common.layout.ZIP_NAME).
 BUNDLE = "spider-scoring"
-BUNDLE_ZIP = Path("dist") / f"{BUNDLE}.zip"
 REWARD_MODULE = "reward"
 GRADER_MODULE = "grader"
 
 # The workload that owns the runs and the evaluation settings.
 WORKLOAD = "spider-sql"
 
-# Split -> registered dataset name; split -> file name under OUT/data.
+# Split -> registered dataset name.
 DATASETS: dict[str, str] = {"train": "spider-train", "rl": "spider-rl", "eval": "spider-eval"}
-SPLIT_FILES: dict[str, str] = {"train": "train.jsonl", "rl": "rl.jsonl", "eval": "eval.jsonl"}
 
 # Command words of the first-generation CLI (trainer-contract.md, "CLI behaviour used by the
 # walkthrough"). The newer generation renames some of them (e.g. workloads -> projects).

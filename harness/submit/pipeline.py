@@ -1,4 +1,4 @@
-"""`pipeline`: generate and validate OUT/pipeline.json, the trainer's five-stage plan.
+"""The trainer's five-stage plan (pipeline.json): generated and validated.
 
 Stages (the reference example): ``base-scored`` -> ``sft`` -> ``sft-scored`` -> ``rl`` ->
 ``rl-scored``. The shape follows the trainer's plan descriptor (``{"kind": "pipeline", "stages":
@@ -9,7 +9,7 @@ Validation, before anything is written or submitted:
 
 * structure: unique stage names, known stage types, every ``@STAGE`` an earlier (train) stage;
 * names: datasets, bundle, grader, workload and base model are the ones `submit` registers;
-* data (OUT/data): how many passes GRPO makes over rl.jsonl (promptsPerStep x maxSteps / rows),
+* data (the prepared folder's splits): how many passes GRPO makes over rl.jsonl (promptsPerStep x maxSteps / rows),
   and the longest row's token estimate against each train stage's maxSeqLength.
 
 >>> doc = build_pipeline(PipelineParams())
@@ -21,7 +21,6 @@ Validation, before anything is written or submitted:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -29,7 +28,8 @@ from typing import Any, Iterator
 
 from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError
-from harness.submit.names import DEFAULT_NAMES, REWARD_MODULE, SPLIT_FILES, Names
+from harness.common.layout import PREPARE_HINT, SPLITS, Prepared
+from harness.submit.names import DEFAULT_NAMES, REWARD_MODULE, Names
 from harness.common import prompts
 
 STAGE_TYPES = ("evaluate", "train")
@@ -203,8 +203,7 @@ def read_split(path: Path) -> list[tuple[int, list[dict]]]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}; prepare the splits first "
-                         "(the data preparation step writes OUT/data/*.jsonl), or pass "
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}; {PREPARE_HINT}, or pass "
                          "--skip-data-checks") from None
     rows = []
     for number, line in enumerate(lines, 1):
@@ -271,16 +270,16 @@ def _check_sft(stage: dict, rows: list, file: str, notes: list[str], problems: l
                         "their answer to truncation; raise --sft-max-seq-length or leave them out")
 
 
-def check_data(doc: dict, data_dir: Path, names: Names) -> tuple[list[str], list[str]]:
-    """(notes, problems) from the splits in ``data_dir`` against the train stages' settings."""
+def check_data(doc: dict, data: Prepared, names: Names) -> tuple[list[str], list[str]]:
+    """(notes, problems) from the prepared folder's splits against the train stages' settings."""
     split_of = {dataset: split for split, dataset in names.datasets.items()}
     cache: dict[str, list] = {}
     notes: list[str] = []
     problems: list[str] = []
-    for split in ("train", "rl", "eval"):  # submit registers all three: each must be there
-        cache[split] = read_split(data_dir / SPLIT_FILES[split])
+    for split in SPLITS:  # submit registers all three: each must be there
+        cache[split] = read_split(data.split(split))
         if not cache[split]:
-            problems.append(f"{data_dir / SPLIT_FILES[split]} has no rows; regenerate the splits")
+            problems.append(f"{data.split(split)} has no rows; regenerate the splits")
     for stage in doc["stages"]:
         config = stage.get("config") if stage.get("type") == "train" else None
         if not isinstance(config, dict):
@@ -295,20 +294,20 @@ def check_data(doc: dict, data_dir: Path, names: Names) -> tuple[list[str], list
             problems.append(f"{stage['name']}: config {', '.join(bad)} must be whole numbers >= 0")
             continue
         check = _check_grpo if grpo else _check_sft
-        check(stage, cache[used], SPLIT_FILES[used], notes, problems)
+        check(stage, cache[used], data.split(used).name, notes, problems)
     return notes, problems
 
 
-def validate(doc: Any, names: Names, data_dir: Path | None, *, lenient_lengths: bool = False) -> list[str]:
+def validate(doc: Any, names: Names, data: Prepared | None, *, lenient_lengths: bool = False) -> list[str]:
     """Validate a descriptor; return the notes to print, raise InputError listing every problem.
 
-    ``data_dir`` None skips the data checks. ``lenient_lengths`` turns "does not fit
+    ``data`` None skips the data checks. ``lenient_lengths`` turns "does not fit
     maxSeqLength" into a note (the estimate is rough; the trainer truncates rather than fails).
     """
     problems = validate_structure(doc, names)
     notes: list[str] = []
-    if not problems and data_dir is not None:
-        notes, data_problems = check_data(doc, data_dir, names)
+    if not problems and data is not None:
+        notes, data_problems = check_data(doc, data, names)
         for problem in data_problems:
             if lenient_lengths and "maxSeqLength" in problem:
                 notes.append("warning: " + problem)
@@ -333,59 +332,3 @@ def load(path: Path) -> Any:
 def dumps(doc: dict) -> bytes:
     """The file's bytes: indented for reading, key order as built, so rebuilding is byte-identical."""
     return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-_PARAM_FIELDS = [f for f in dataclasses.fields(PipelineParams) if f.name != "names"]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options: output folder, checks, names, and one --flag per PipelineParams field."""
-    parser.add_argument("--out", type=Path, default=Path("out"),
-                        help="output folder: writes OUT/pipeline.json, reads OUT/data (default: out)")
-    parser.add_argument("--data", type=Path, help="folder of train/rl/eval.jsonl (default: OUT/data)")
-    parser.add_argument("--check", type=Path, metavar="FILE",
-                        help="validate this existing descriptor instead of generating one")
-    parser.add_argument("--skip-data-checks", action="store_true",
-                        help="do not read the splits (no passes / length checks)")
-    parser.add_argument("--lenient-lengths", action="store_true",
-                        help="report rows over maxSeqLength as warnings instead of failing")
-    add_name_arguments(parser)
-    group = parser.add_argument_group("stage parameters (defaults: the reference example)")
-    for field in _PARAM_FIELDS:
-        group.add_argument("--" + field.name.replace("_", "-"), type=type(field.default),
-                           default=field.default, metavar=type(field.default).__name__.upper(),
-                           help=f"default: {field.default}")
-
-
-def add_name_arguments(parser: argparse.ArgumentParser) -> None:
-    """--base-model, --bundle, --workload, --*-dataset: shared by `pipeline` and `submit`."""
-    group = parser.add_argument_group("trainer-facing names (defaults: harness/names.py)")
-    group.add_argument("--base-model", default=DEFAULT_NAMES.base_model)
-    group.add_argument("--bundle", default=DEFAULT_NAMES.bundle)
-    group.add_argument("--workload", default=DEFAULT_NAMES.workload)
-    for split, dataset in DEFAULT_NAMES.datasets.items():
-        group.add_argument(f"--{split}-dataset", default=dataset)
-
-
-def names_from_args(args: argparse.Namespace) -> Names:
-    return Names(base_model=args.base_model, bundle=args.bundle, workload=args.workload,
-                 datasets={s: getattr(args, f"{s}_dataset") for s in DEFAULT_NAMES.datasets})
-
-
-def run(args: argparse.Namespace) -> int:
-    names = names_from_args(args)
-    data_dir = None if args.skip_data_checks else (args.data or args.out / "data")
-    if args.check is not None:
-        doc, target = load(args.check), None
-    else:
-        params = PipelineParams(names=names, **{f.name: getattr(args, f.name) for f in _PARAM_FIELDS})
-        doc, target = build_pipeline(params), args.out / "pipeline.json"
-    for note in validate(doc, names, data_dir, lenient_lengths=args.lenient_lengths):
-        print(note)
-    if target is not None:
-        atomic_write_bytes(target, dumps(doc))
-        print(f"wrote {target} ({len(doc['stages'])} stages: "
-              f"{' -> '.join(s['name'] for s in doc['stages'])})")
-    else:
-        print(f"{args.check}: valid ({len(doc['stages'])} stages)")
-    return 0

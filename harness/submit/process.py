@@ -7,9 +7,7 @@ with any ``Runner`` (a function shaped like ``run_process``) and any ``Verifier`
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import importlib
 import os
 import shlex
 import subprocess
@@ -18,7 +16,6 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from harness.cli import COMMANDS
 from harness.common.errors import VerificationFailed
 
 
@@ -84,34 +81,9 @@ def run_process(argv: list[str], timeout_s: float, stream: bool = False) -> Resu
 Verifier = Callable[[], None]  # raises VerificationFailed when the bundle must not be pushed
 
 
-def default_verify_argv(zip_path: Path, out: Path, data_dir: Path,
-                        commands: dict[str, tuple[str, str]] | None = None) -> list[str] | None:
-    """``python -m harness verify`` with the zip / out / data options it declares, or None when
-    ``commands`` (default: the CLI's registry) has no `verify`. Its options are read from its own
-    parser, so this follows that command as it evolves instead of guessing its flags."""
-    commands = COMMANDS if commands is None else commands
-    if "verify" not in commands:
-        return None
-    parser = argparse.ArgumentParser()
-    importlib.import_module(commands["verify"][0]).add_arguments(parser)
-    argv = [sys.executable, "-m", "harness", "verify"]
-    given: set[str] = set()
-    for action in parser._actions:  # argparse has no public way to list a parser's options
-        value = None
-        if {"--zip", "--bundle"} & set(action.option_strings) and "zip" not in given:
-            value, kind = zip_path, "zip"
-        elif "--out" in action.option_strings:
-            value, kind = out, "out"
-        elif "--data" in action.option_strings:
-            value, kind = data_dir, "data"
-        elif not action.option_strings and action.required and (
-                "zip" in action.dest or "bundle" in action.dest):
-            argv.append(str(zip_path))
-            continue
-        if value is not None:
-            argv += [action.option_strings[0], str(value)]
-            given.add(kind)
-    return argv
+def default_verify_argv(zip_path: Path, data: Path) -> list[str]:
+    """``python -m harness verify --data DATA --zip ZIP``: the pre-push verification of what is pushed."""
+    return [sys.executable, "-m", "harness", "verify", "--data", str(data), "--zip", str(zip_path)]
 
 
 def command_verifier(argv: list[str], timeout_s: float, runner: Runner,
@@ -135,16 +107,8 @@ def command_verifier(argv: list[str], timeout_s: float, runner: Runner,
     return verify
 
 
-def verification(skip: bool, command: str | None, zip_path: Path, out: Path,
-                 data_dir: Path) -> tuple[list[str] | None, str | None]:
-    """(the verification argv, or None when skipped; why submit must stop, or None)."""
+def verification(skip: bool, command: str | None, zip_path: Path, data: Path) -> list[str] | None:
+    """The verification argv (None when skipped)."""
     if skip:
-        return None, None
-    if command:
-        return shlex.split(command), None
-    argv = default_verify_argv(zip_path, out, data_dir)
-    if argv is None:
-        return None, ("this checkout has no `verify` command, so the bundle cannot be verified "
-                      "before the push; nothing was submitted. Pass --verify-cmd CMD, or "
-                      "--skip-verify to submit unverified")
-    return argv, None
+        return None
+    return shlex.split(command) if command else default_verify_argv(zip_path, data)

@@ -14,7 +14,6 @@ another (``--new-pipeline`` starts one anyway). The trainer's address is the CLI
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -28,9 +27,9 @@ from harness.submit import names as N
 from harness.submit import pipeline
 from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError, SubmitError
+from harness.common.layout import SPLITS, Prepared, hint
 from harness.common.files import sha256_file
-from harness.submit.process import (Result, Runner, Verifier, command_verifier, run_process,
-                                     verification)
+from harness.submit.process import Result, Runner, Verifier, run_process
 
 # A failed step whose output matches this is reported as "not logged in", not as a step failure.
 AUTH_PATTERN = re.compile(r"not logged in|log ?in first|unauthori[sz]ed|unauthenticated|"
@@ -52,25 +51,24 @@ class Step:
 
 @dataclasses.dataclass(frozen=True)
 class Inputs:
-    """The files a submission sends, all under the project's conventions (README)."""
+    """The files a submission sends: a prepared folder's splits and pipeline.json, and the zip."""
 
-    out: Path
+    data: Prepared
     zip_path: Path
-    data_dir: Path
 
     @property
     def pipeline_json(self) -> Path:
-        return self.out / "pipeline.json"
+        return self.data.pipeline
 
     @property
     def state_json(self) -> Path:
-        return self.out / "submission.json"
+        return self.data.submission
 
     def split(self, split: str) -> Path:
-        return self.data_dir / N.SPLIT_FILES[split]
+        return self.data.split(split)
 
     def all_files(self) -> list[Path]:
-        return [self.pipeline_json, self.zip_path] + [self.split(s) for s in N.SPLIT_FILES]
+        return [self.pipeline_json, self.zip_path] + [self.split(s) for s in SPLITS]
 
 
 def registration_steps(names: N.Names, inputs: Inputs) -> list[Step]:
@@ -206,7 +204,7 @@ def parse_pipeline_id(stdout: str) -> str | None:
 
 def fingerprint(inputs: Inputs) -> dict[str, str]:
     """SHA-256 of every file sent, by role (not path: `out` and `./out` are the same submission)."""
-    roles = ["pipeline", "bundle", *N.SPLIT_FILES]
+    roles = ["pipeline", "bundle", *SPLITS]
     return {role: sha256_file(path) for role, path in zip(roles, inputs.all_files())}
 
 
@@ -236,13 +234,11 @@ class Options:
 def check_inputs(opts: Options, say: Callable[[str], None]) -> None:
     """Every file exists and pipeline.json is valid for these names and splits (nothing sent yet)."""
     inputs = opts.inputs
-    producers = {inputs.zip_path: "the pack step", inputs.pipeline_json: "`make pipeline`"}
-    missing = [f"{p} (written by {producers.get(p, 'the data preparation step')})"
-               for p in inputs.all_files() if not p.is_file()]
+    missing = [f"{p}: {hint(p)}" for p in inputs.all_files() if not p.is_file()]
     if missing:
         raise InputError("missing input(s), nothing was submitted:\n  - " + "\n  - ".join(missing))
     doc = pipeline.load(inputs.pipeline_json)
-    for note in pipeline.validate(doc, opts.names, inputs.data_dir, lenient_lengths=opts.lenient_lengths):
+    for note in pipeline.validate(doc, opts.names, inputs.data, lenient_lengths=opts.lenient_lengths):
         say(f"    {note}")
 
 
@@ -349,50 +345,3 @@ def dry_run(opts: Options, verify_line: str, say: Callable[[str], None] = print)
     say(trainer_line())
     check_inputs(opts, say)
     say("inputs are complete and pipeline.json is valid")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("out"),
-                        help="output folder holding pipeline.json and data/ (default: out)")
-    parser.add_argument("--zip", type=Path, default=N.BUNDLE_ZIP,
-                        help=f"the bundle zip to push (default: {N.BUNDLE_ZIP})")
-    parser.add_argument("--data", type=Path, help="folder of train/rl/eval.jsonl (default: OUT/data)")
-    parser.add_argument("--cli", default=N.CLI, help=f"the CLI program (default: {N.CLI} on PATH)")
-    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    parser.add_argument("--new-pipeline", action="store_true",
-                        help="start a new pipeline even if one was started from the same inputs")
-    parser.add_argument("--verify-cmd", metavar="CMD",
-                        help="the pre-push verification command (default: python -m harness verify)")
-    parser.add_argument("--skip-verify", action="store_true",
-                        help="submit without the pre-push verification (not recommended)")
-    parser.add_argument("--verify-timeout", type=float, default=3600.0, metavar="S")
-    parser.add_argument("--step-timeout", type=float, metavar="S",
-                        help="time limit of every CLI step but the wait (default: per step, 5-60 min)")
-    parser.add_argument("--wait-timeout", type=float, default=48 * 3600.0, metavar="S",
-                        help="time limit of `pipelines wait` (default: 48 h)")
-    parser.add_argument("--lenient-lengths", action="store_true",
-                        help="rows over maxSeqLength are warnings, not errors")
-    pipeline.add_name_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    inputs = Inputs(out=args.out, zip_path=args.zip, data_dir=args.data or args.out / "data")
-    opts = Options(names=pipeline.names_from_args(args), inputs=inputs, cli=args.cli,
-                   step_timeout_s=args.step_timeout, wait_timeout_s=args.wait_timeout,
-                   new_pipeline=args.new_pipeline, lenient_lengths=args.lenient_lengths)
-    verify_argv, stop = verification(args.skip_verify, args.verify_cmd, inputs.zip_path,
-                                     inputs.out, inputs.data_dir)
-    if args.dry_run:
-        dry_run(opts, "(no `verify` command: submit stops here)" if stop else
-                shlex.join(verify_argv) if verify_argv else "(verification skipped: --skip-verify)")
-    if stop:
-        raise SubmitError(stop)
-    if args.dry_run:
-        return 0
-    if verify_argv is None:
-        print("warning: --skip-verify: the bundle is pushed without the pre-push verification")
-        verifier = None
-    else:
-        verifier = command_verifier(verify_argv, args.verify_timeout, run_process, print)
-    submit(opts, run_process, verifier)
-    return 0

@@ -17,14 +17,8 @@ Example, offline: ``python3 -m harness prepare --sample --out out``.
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import sys
-import tempfile
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make the project's packages importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import bundle as bundle_package
 from harness.common.files import atomic_write_bytes
@@ -33,7 +27,7 @@ from harness.prepare import summary as prepare_summary
 from harness.common import prompts
 from harness.prepare import splits
 from harness.prepare.api_cache import PageCache
-from harness.common.errors import HarnessError, InputError
+from harness.common.errors import InputError
 from harness.prepare.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,58 +43,6 @@ DEFAULT_MAX_SCHEMA = 1000
 DEFAULT_CACHE = Path(".cache") / "datasets-server"
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative: give 0 or more")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative: give 0 or more seconds")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of the reference example's prepare_dataset.py, plus where things are."""
-    add = parser.add_argument
-    add("--databases", type=Path, metavar="DIR", help="Spider's database folder (<db_id>/<db_id>.sqlite)")
-    add("--sample", action="store_true", help="use the embedded sample (fixtures/): no network, no --databases")
-    add("--rows", type=_count, metavar="N",
-        help=f"SFT rows (default {DEFAULT_SIZES.train}; {SAMPLE_SIZES.train} with --sample)")
-    add("--rl-rows", type=_count, metavar="N",
-        help=f"RL rows after the SFT ones (default {DEFAULT_SIZES.rl}; {SAMPLE_SIZES.rl} with --sample)")
-    add("--eval-rows", type=_count, metavar="N",
-        help=f"eval rows on unseen databases (default {DEFAULT_SIZES.eval}; {SAMPLE_SIZES.eval} with --sample)")
-    add("--max-schema", type=_count, metavar="CHARS", default=DEFAULT_MAX_SCHEMA,
-        help="skip databases whose schema is longer, in characters (default %(default)s)")
-    add("--api-url", metavar="URL", default=DEFAULT_API_URL, help="datasets-server address (default %(default)s)")
-    add("--cache-dir", type=Path, metavar="DIR", default=DEFAULT_CACHE,
-        help="where fetched pages are kept (default %(default)s)")
-    add("--request-interval", type=_seconds, metavar="SECONDS", default=FetchPolicy.interval_s,
-        help="least seconds between two API requests (default %(default)s)")
-    add("--out", type=Path, metavar="DIR", default=Path("out"), help="output folder (default %(default)s)")
-    add("--keep-empty-gold", action="store_true",
-        help="keep rows whose gold returns no rows in rl.jsonl (left out by default)")
-    add("--keep-shared-golds", action="store_true",
-        help="keep rows whose gold text is selected under another database too")
-
-
-def _sizes(args: argparse.Namespace) -> splits.Sizes:
-    base = SAMPLE_SIZES if args.sample else DEFAULT_SIZES
-    return splits.Sizes(train=base.train if args.rows is None else args.rows,
-                        rl=base.rl if args.rl_rows is None else args.rl_rows,
-                        eval=base.eval if args.eval_rows is None else args.eval_rows)
-
-
 def build_sample_databases(dest: Path) -> dict[str, Path]:
     """The sample's databases (kept as SQL text) built into ``dest/<db_id>/<db_id>.sqlite``."""
     sources = sorted(SAMPLE_DATABASES.glob("*.sql"))
@@ -111,33 +53,14 @@ def build_sample_databases(dest: Path) -> dict[str, Path]:
 
 
 def sample_source() -> FilePages:
+    """The embedded sample's rows, in the API's page shape (no network)."""
     return FilePages({api: SAMPLE_ROWS / f"rows-{api}.json" for api in API_SPLITS.values()})
 
 
-def api_source(args: argparse.Namespace) -> RowFetcher:
-    policy = FetchPolicy(interval_s=args.request_interval)
-    return RowFetcher(args.api_url, PageCache(args.cache_dir, DATASET, CONFIG), policy=policy)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The command: check the flags, pick the row source, prepare, print the summary."""
-    if args.sample and args.databases is not None:
-        raise InputError("--sample uses the embedded databases: drop --databases (or drop --sample)")
-    if not args.sample and args.databases is None:
-        raise InputError("give --databases (Spider's database folder, e.g. spider/database) "
-                         "or --sample for the embedded sample")
-    with tempfile.TemporaryDirectory(prefix="spider-sample-") as tmp:
-        if args.sample:
-            catalog = splits.Catalog(build_sample_databases(Path(tmp)), args.max_schema)
-            source: RowSource = sample_source()
-        else:
-            catalog = splits.Catalog.from_folder(args.databases, args.max_schema)
-            source = api_source(args)
-        rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds)
-        summary = prepare(source, rules, _sizes(args), args.out,
-                          origin="embedded sample" if args.sample else args.api_url)
-    print(prepare_summary.render(summary))
-    return 0
+def api_source(api_url: str, cache_dir: Path, request_interval: float) -> RowFetcher:
+    """The datasets-server's rows, cached in ``cache_dir`` and rate limited."""
+    policy = FetchPolicy(interval_s=request_interval)
+    return RowFetcher(api_url, PageCache(cache_dir, DATASET, CONFIG), policy=policy)
 
 
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
@@ -190,19 +113,3 @@ def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalo
     except bundle_data.GoldFailed as exc:  # every selected gold ran once already: a changed file?
         raise InputError(f"{exc}; it ran during selection, so a database changed meanwhile: "
                          "run again") from None
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run as a script (``python3 harness/prepare.py --sample``), with the CLI's error handling."""
-    parser = argparse.ArgumentParser(prog="prepare", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,32 @@
+"""`pack`: zip the staged bundle of a prepared folder reproducibly; print its SHA-256 and sizes.
+
+    python3 -m harness pack [--data out] [--output out/spider-scoring.zip]
+
+Reads ``DATA/bundle/`` (written by prepare) and writes the zip (harness.prepare.pack says what it
+holds and why the same inputs give the same bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands import options
+from harness.common.layout import PREPARE_HINT, Prepared
+from harness.common.errors import PackError
+from harness.prepare import pack
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.add_data(parser)
+    options.add_output(parser, "the zip to write (default: DATA/spider-scoring.zip)", metavar="ZIP")
+
+
+def run(args: argparse.Namespace) -> int:
+    prepared = Prepared(args.data)
+    if not prepared.staged.is_dir():
+        raise PackError(f"the staged bundle {prepared.staged} does not exist: {PREPARE_HINT}")
+    summary, left_out = pack.pack(prepared.staged, args.output or prepared.zip)
+    for name in left_out:
+        print(f"left out (not in the file list): {name}")
+    print("\n".join(summary.lines()))
+    return 0

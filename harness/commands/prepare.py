@@ -1,0 +1,95 @@
+"""`prepare`: Spider questions and databases to three chat-JSONL splits and the bundle's staged data.
+
+    python3 -m harness prepare --databases ~/spider/database [--rows 2000 --rl-rows 600 --eval-rows 300]
+    python3 -m harness prepare --sample          # the embedded sample, offline
+
+Writes the prepared folder ``--output DIR`` (default ``out``; harness.common.layout): the splits
+under ``DIR/data/``, the staged bundle ``DIR/bundle/`` and ``DIR/prepare-summary.json``. The work is
+harness.prepare.job's; this module reads the flags and prints the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from harness.common.errors import InputError
+from harness.common.layout import DEFAULT_DATA
+from harness.prepare import job, splits
+from harness.prepare import summary as prepare_summary
+from harness.prepare.fetch_rows import RowSource
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative: give 0 or more")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative: give 0 or more seconds")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the reference example's prepare_dataset.py, plus where things are."""
+    add = parser.add_argument
+    add("--databases", type=Path, metavar="DIR", help="Spider's database folder (<db_id>/<db_id>.sqlite)")
+    add("--sample", action="store_true", help="use the embedded sample (fixtures/): no network, no --databases")
+    add("--rows", type=_count, metavar="N",
+        help=f"SFT rows (default {job.DEFAULT_SIZES.train}; {job.SAMPLE_SIZES.train} with --sample)")
+    add("--rl-rows", type=_count, metavar="N",
+        help=f"RL rows after the SFT ones (default {job.DEFAULT_SIZES.rl}; {job.SAMPLE_SIZES.rl} with --sample)")
+    add("--eval-rows", type=_count, metavar="N",
+        help=f"eval rows on unseen databases (default {job.DEFAULT_SIZES.eval}; {job.SAMPLE_SIZES.eval} with --sample)")
+    add("--max-schema", type=_count, metavar="CHARS", default=job.DEFAULT_MAX_SCHEMA,
+        help="skip databases whose schema is longer, in characters (default %(default)s)")
+    add("--api-url", metavar="URL", default=job.DEFAULT_API_URL, help="datasets-server address (default %(default)s)")
+    add("--cache-dir", type=Path, metavar="DIR", default=job.DEFAULT_CACHE,
+        help="where fetched pages are kept (default %(default)s)")
+    add("--request-interval", type=_seconds, metavar="SECONDS", default=job.FetchPolicy.interval_s,
+        help="least seconds between two API requests (default %(default)s)")
+    add("--output", type=Path, metavar="DIR", default=DEFAULT_DATA,
+        help="the prepared folder to write: DIR/data/*.jsonl, DIR/bundle/, DIR/prepare-summary.json (default %(default)s)")
+    add("--keep-empty-gold", action="store_true",
+        help="keep rows whose gold returns no rows in rl.jsonl (left out by default)")
+    add("--keep-shared-golds", action="store_true",
+        help="keep rows whose gold text is selected under another database too")
+
+
+def _sizes(args: argparse.Namespace) -> splits.Sizes:
+    base = job.SAMPLE_SIZES if args.sample else job.DEFAULT_SIZES
+    return splits.Sizes(train=base.train if args.rows is None else args.rows,
+                        rl=base.rl if args.rl_rows is None else args.rl_rows,
+                        eval=base.eval if args.eval_rows is None else args.eval_rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the flags, pick the row source, prepare, print the summary."""
+    if args.sample and args.databases is not None:
+        raise InputError("--sample uses the embedded databases: drop --databases (or drop --sample)")
+    if not args.sample and args.databases is None:
+        raise InputError("give --databases (Spider's database folder, e.g. spider/database) "
+                         "or --sample for the embedded sample")
+    with tempfile.TemporaryDirectory(prefix="spider-sample-") as tmp:
+        if args.sample:
+            catalog = splits.Catalog(job.build_sample_databases(Path(tmp)), args.max_schema)
+            source: RowSource = job.sample_source()
+        else:
+            catalog = splits.Catalog.from_folder(args.databases, args.max_schema)
+            source = job.api_source(args.api_url, args.cache_dir, args.request_interval)
+        rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds)
+        summary = job.prepare(source, rules, _sizes(args), args.output,
+                              origin="embedded sample" if args.sample else args.api_url)
+    print(prepare_summary.render(summary))
+    return 0

@@ -1,0 +1,55 @@
+"""`report`: compare per-row results of two or more stages (e.g. base, SFT, GRPO).
+
+    python3 -m harness report base sft rl --baseline sft [--data out] --markdown out/report.md --html out/report.html
+    python3 -m harness report base=FILE sft=FILE
+
+Each input is a stage (its results in ``DATA/results/STAGE.jsonl``, written by `grade`), a
+``label=path`` or a bare path. harness.report.compare checks they cover the same eval rows and
+builds the report; harness.report.render prints it and writes Markdown and a self-contained HTML
+page with the chart.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands import options
+from harness.common.errors import InputError
+from harness.common.files import atomic_write_bytes
+from harness.common.layout import Prepared
+from harness.report import compare, render, stats
+from harness.report.compare import parse_spec
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", nargs="*", metavar="STAGE|[LABEL=]PATH",
+                        help="stages (their results in DATA/results/STAGE.jsonl) or per-row results files from "
+                             "`grade`, in stage order (a file's label defaults to its stem)")
+    options.add_data(parser)
+    parser.add_argument("--name", action="append", default=[], metavar="LABEL=PATH",
+                        help="a labelled results file (repeatable; after the positional ones)")
+    parser.add_argument("--baseline", metavar="LABEL", help="the stage others are compared with (default: the first)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the verdict (default 0.05)")
+    parser.add_argument("--verdict-test", choices=stats.TESTS, default="chi2",
+                        help="p-value the verdict reads: McNemar chi-squared with continuity correction "
+                             "(default, as the reference) or the exact binomial test")
+    parser.add_argument("--markdown", metavar="PATH", help="also write the report as Markdown")
+    parser.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page with the chart")
+    parser.add_argument("--show-changed", type=int, default=5, metavar="N",
+                        help="changed rows printed per list in the terminal (files get them all; default 5)")
+
+
+def run(args: argparse.Namespace) -> int:
+    data = Prepared(args.data)
+    specs = [parse_spec(t, data) for t in args.results] + [parse_spec(t, data) for t in args.name]
+    if args.show_changed < 0:
+        raise InputError("--show-changed must be 0 or more")
+    report = compare.build_report(compare.load_stages(specs), args.baseline, alpha=args.alpha, test=args.verdict_test)
+    print(render.terminal(report, show_changed=args.show_changed))
+    if args.markdown:
+        atomic_write_bytes(args.markdown, render.markdown(report).encode("utf-8"))
+        print(f"wrote {args.markdown}")
+    if args.html:
+        atomic_write_bytes(args.html, render.html_page(report).encode("utf-8"))
+        print(f"wrote {args.html}")
+    return 0

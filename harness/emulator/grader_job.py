@@ -1,0 +1,97 @@
+"""The evaluation grader job: one trainer call per eval row, per-row results, the trainer's summary.
+
+This is the one grading path. `grade` runs it in this process; `emulate grader` runs it in the
+locked-down trainer container (or in-process). Each eval row is one call with the envelope
+(``input`` = the prompt messages, ``output`` = the completion, ``expected`` = the gold), the way the
+trainer evaluates. The score is what the named function returns (what the trainer records);
+outcome, explanation and the extracted SQL come from the module's ``grade()``. A row the bundle
+raises its typed error on is kept unscored (score null), never a 0.
+
+The eval split must be the one the bundle was built with: every row in the index under its id with
+the same gold, and no other. Otherwise the results would name another row's database, so the job
+refuses to start.
+
+Standard library only: this runs inside the trainer container too.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Callable
+
+from harness.common.bundle_loader import LoadedBundle
+from harness.common.errors import InputError
+from harness.common.outcomes import OUTCOMES, Outcome
+from harness.common.results import RowResult
+from harness.common.rows import SplitRow, index_mismatches
+from harness.emulator.calls import call_score, counters
+
+
+def check_rows(rows: list[SplitRow], index: dict) -> None:
+    """InputError unless ``rows`` are exactly the eval rows the bundle's index stores."""
+    problems = index_mismatches(rows, index, ("eval",))
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InputError(f"the eval split does not match the bundle's index: {problems[0]}{more}. Grade with "
+                         "the zip packed from the same prepared folder (`make pack`), or prepare both again")
+
+
+def grade_split(loaded: LoadedBundle, rows: list[SplitRow], completions: list[str], *, function: str = "grader",
+                say: Callable[[str], None] = lambda line: None) -> list[RowResult]:
+    """One trainer call per eval row, in row order; a RowResult each."""
+    if len(completions) != len(rows):
+        raise InputError(f"{len(completions)} completions for {len(rows)} eval rows; give one per row")
+    index = loaded.index()
+    check_rows(rows, index)
+    fn = loaded.function(function)
+    detail_fn = getattr(loaded.module(function.partition(":")[0]), "grade", None)
+    counts, reset = counters(loaded)
+    db_of = {str(r.get("id")): str(r.get("db_id", "")) for r in index.get("rows", [])}
+    results = []
+    for row, completion in zip(rows, completions):
+        kwargs = {"input": row.prompt, "output": completion, "expected": row.gold}
+        reset()
+        call = call_score(fn, **kwargs)
+        detail, sql, outcome = call.detail, None, call.outcome
+        if call.kind == "scored":
+            seen = [k for k, v in counts().items() if v]
+            outcome = seen[0] if len(seen) == 1 and seen[0] in OUTCOMES else ("match" if call.score == 1.0 else "mismatch")
+            if callable(detail_fn):
+                outcome, detail, sql = _details(detail_fn, kwargs, call.score, outcome)
+        results.append(RowResult(row.id, db_of.get(row.id, ""), row.question, row.gold, completion, sql, call.score,
+                                 outcome or "crash", detail))
+    say(grader_summary(results)["line"])
+    return results
+
+
+def _details(detail_fn: Callable[..., Any], kwargs: dict, score: float | None,
+             outcome: Outcome) -> tuple[Outcome, str, str | None]:
+    """(outcome, explanation, sql) from the bundle's ``grade``; a disagreement with the score is said."""
+    try:
+        info = detail_fn(**kwargs)
+    except Exception as exc:  # the score stands; the missing details are explained instead
+        return outcome, f"grade() raised {type(exc).__name__}: {exc}", None
+    if not isinstance(info, dict):
+        return outcome, f"grade() returned {type(info).__name__}, not a dict", None
+    detail = str(info.get("explanation", ""))
+    if info.get("score") != score:
+        detail = f"INCONSISTENT: grade() scored {info.get('score')!r}, the function {score!r}; {detail}"
+    sql = info.get("sql")
+    named = info.get("outcome")
+    if named not in OUTCOMES:
+        detail = f"grade() named the outcome {named!r}, not one of the bundle's; {detail}"
+        named = outcome
+    return named, detail, sql if isinstance(sql, str) else None
+
+
+def grader_summary(results: list[RowResult]) -> dict:
+    """The evaluation summary as the trainer reports it: the mean over scored rows, unscored counted."""
+    scores = [r.score for r in results if r.score is not None]
+    outcomes = dict(collections.Counter(r.outcome for r in results))
+    mean = sum(scores) / len(scores) if scores else None
+    line = (f"grader: {len(results)} rows, {len(scores)} scored, {len(results) - len(scores)} unscored "
+            f"(excluded from the mean), mean score {'-' if mean is None else f'{mean:.4f}'}  "
+            f"[{', '.join(f'{k} {v}' for k, v in sorted(outcomes.items()))}]")
+    faults = sum(1 for r in results if r.outcome in ("crash", "bad_return"))
+    return {"rows": len(results), "scored": len(scores), "unscored": len(results) - len(scores),
+            "mean": mean, "outcomes": outcomes, "faults": faults, "line": line}
