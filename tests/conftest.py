@@ -56,10 +56,10 @@ def bundle_env(sample_bundle, monkeypatch) -> Path:
 
 
 def find_spider() -> Path | None:
+    """$SPIDER_DATA when it holds Spider (dev.json and database/); `make test` and .ci/run pass it."""
     env = os.environ.get("SPIDER_DATA")
-    for candidate in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "spider"]:
-        if (candidate / "database").is_dir() and (candidate / "dev.json").is_file():
-            return candidate
+    if env and (Path(env) / "database").is_dir() and (Path(env) / "dev.json").is_file():
+        return Path(env)
     return None
 
 
@@ -67,25 +67,40 @@ def find_spider() -> Path | None:
 def spider_dir() -> Path:
     found = find_spider()
     if found is None:
-        pytest.skip("real Spider data not found: put it at ../shared/spider or set SPIDER_DATA")
+        _unavailable("real Spider data not found: set SPIDER_DATA to a Spider folder (dev.json, database/)")
+    assert found is not None
     return found
+
+
+def _unavailable(problem: str) -> None:
+    """Skip, saying why; under CI (where .ci/run starts the engine and builds the base) fail instead."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{problem} (CI must provide it: .ci/run starts the engine and builds the offline base)")
+    pytest.skip(problem)
 
 
 @pytest.fixture(scope="session")
 def docker_engine() -> None:
     """Skip, saying why, when no Docker engine answers (tests that run containers ask for it)."""
-    from harness.containers.trainer import engine_problem
+    import docker
+
+    from harness.containers.trainer import DEFAULT_BASE_IMAGE, engine_problem
     problem = engine_problem()
     if problem:
-        pytest.skip(problem)
+        _unavailable(problem)
+    try:  # the harness builds on $BASE_IMAGE (`make test` and .ci/run pass the offline base)
+        docker.from_env(timeout=30).images.get(DEFAULT_BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        _unavailable(f"base image {DEFAULT_BASE_IMAGE} is not present: `make docker-base` builds the offline "
+                     "spider-scoring-base:bookworm (pass BASE_IMAGE=spider-scoring-base:bookworm), or docker pull it")
 
 
 # -- prepared outputs (harness prepare), shared by every test module that needs them --------------
 
 def run_prepare(out: Path, *args: str) -> dict:
     """Run `prepare` in-process into ``out``; the summary it wrote (pytest.fail on a non-zero exit)."""
-    from harness.prepare import run as prepare
-    code = prepare.main([*args, "--out", str(out)])
+    from harness.cli import main
+    code = main(["prepare", *args, "--output", str(out)])
     if code != 0:
         pytest.fail(f"prepare {' '.join(args)} exited with {code}")
     return json.loads((out / "prepare-summary.json").read_text(encoding="utf-8"))

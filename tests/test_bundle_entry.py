@@ -171,7 +171,7 @@ def test_infrastructure_errors_share_a_base(private_bundle):
     (private_bundle / "data" / "databases" / "library.sqlite").unlink()
     with pytest.raises(ScoringInfrastructureError) as raised:
         reward.compute_score(solution_str="SELECT 1", ground_truth="SELECT count(*) FROM Book")
-    assert raised.value.exit_code == 5
+    assert (raised.value.code, raised.value.exit_code) == ("database_unavailable", 22)
 
 
 def test_no_data_folder_says_what_to_do(tmp_path, monkeypatch):

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.containers import trainer as docker_run
-
 from harness.common import bundle_loader as emulate
-
-from harness.emulator import modes as emulate_modes
-
-from harness.prepare import pack
 from harness.common.errors import InputError
+from harness.common.rows import read_split
+from harness.containers import trainer as docker_run
+from harness.emulator import reward_job
+from harness.prepare import pack
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -226,13 +224,13 @@ def test_the_image_is_built_once_per_input(client):
 def test_reward_mode_in_the_container_matches_in_process(client, prepared_sample, tmp_path):
     summary, _ = pack.pack(prepared_sample / "bundle", tmp_path / "bundle.zip")
     rl = prepared_sample / "data" / "rl.jsonl"
-    job = ["reward", "--zip", "/opt/spider/in/bundle.zip", "--rl", "/opt/spider/in/rl.jsonl", "--steps", "20"]
-    inside, run = docker_run.emulator_job(job, {"bundle.zip": tmp_path / "bundle.zip", "rl.jsonl": rl},
+    job = ["reward", "--zip", "/opt/spider/in/bundle.zip", "--data", "/opt/spider/in/prepared", "--steps", "20"]
+    inside, run = docker_run.emulator_job(job, {"bundle.zip": tmp_path / "bundle.zip", "prepared/data/rl.jsonl": rl},
                                           unpacked_bytes=summary.unpacked_bytes, say=lambda s: None)
     with emulate.load_bundle(tmp_path / "bundle.zip", tmp_path) as loaded:
-        rows = emulate_modes.read_split(rl, "rl")
-        here = emulate_modes.reward_summary(emulate_modes.reward_steps(
-            loaded, rows, emulate_modes.groups_for(rows, None, 8), steps=20))
+        rows = read_split(rl, "rl")
+        here = reward_job.reward_summary(reward_job.reward_steps(
+            loaded, rows, reward_job.groups_for(rows, None, 8), steps=20))
     assert inside["summary"]["calls"] == here["calls"] == 20 * 64
     assert inside["summary"]["mean"] == here["mean"] == 0.5
     assert inside["summary"]["outcomes"] == here["outcomes"]
@@ -245,9 +243,9 @@ def test_reward_mode_in_the_container_matches_in_process(client, prepared_sample
 def test_an_input_error_inside_the_container_comes_back_as_one(client, prepared_sample, tmp_path):
     summary, _ = pack.pack(prepared_sample / "bundle", tmp_path / "bundle.zip")
     (tmp_path / "c.jsonl").write_text('{"row_id": "eval-00999", "completion": "SELECT 1"}\n')
-    job = ["grader", "--zip", "/opt/spider/in/bundle.zip", "--eval", "/opt/spider/in/eval.jsonl",
+    job = ["grader", "--zip", "/opt/spider/in/bundle.zip", "--data", "/opt/spider/in/prepared",
            "--completions", "/opt/spider/in/completions.jsonl"]
-    inputs = {"bundle.zip": tmp_path / "bundle.zip", "eval.jsonl": prepared_sample / "data" / "eval.jsonl",
+    inputs = {"bundle.zip": tmp_path / "bundle.zip", "prepared/data/eval.jsonl": prepared_sample / "data" / "eval.jsonl",
               "completions.jsonl": tmp_path / "c.jsonl"}
     with pytest.raises(InputError, match="eval-00999") as caught:
         docker_run.emulator_job(job, inputs, unpacked_bytes=summary.unpacked_bytes, say=lambda s: None)

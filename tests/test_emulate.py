@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from harness.common import bundle_loader as emulate
-
-from harness.emulator import main as emulate_main
-
-from harness.emulator import modes as emulate_modes
 from harness.common.errors import InputError, PackError
+from harness.common.layout import Prepared
 from harness.common.results import read_results, write_results
+from harness.common.rows import read_split, read_split_lenient
+from harness.emulator import grader_job, reward_job
+from harness.emulator import main as emulate_main
+from harness.emulator.calls import call_score
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_COMPLETIONS = ROOT / "fixtures" / "sample" / "completions-eval.jsonl"
@@ -111,11 +112,15 @@ def test_a_bundle_without_init_still_imports_as_a_package(sample_zip, tmp_path):
 # --- calls ----------------------------------------------------------------------------------------
 
 class ScoringInfrastructureError(RuntimeError):
-    outcome = "infrastructure_error"
+    code = "scoring_infrastructure"
 
 
 class GoldQueryError(ScoringInfrastructureError):
-    outcome = "gold_error"
+    code = "gold_query"
+
+
+class LooksTyped(RuntimeError):
+    code = 404  # a code, but not one of the bundle's: a crash like any other
 
 
 def _raise(exc: BaseException):
@@ -130,22 +135,23 @@ def _raise(exc: BaseException):
     (_raise(GoldQueryError("gold failed")), "unscored", "gold_error"),
     (_raise(ScoringInfrastructureError("db gone")), "unscored", "infrastructure_error"),
     (_raise(TypeError("bug")), "crash", "crash"),
+    (_raise(LooksTyped("HTTP")), "crash", "crash"),
     (lambda **kw: 2.0, "bad_return", "bad_return"),
     (lambda **kw: True, "bad_return", "bad_return"),
     (lambda **kw: None, "bad_return", "bad_return"),
-], ids=["float", "verl dict", "gold error", "infrastructure", "bug", "over one", "bool", "none"])
-def test_calls_are_classified_never_swallowed(fn, kind, outcome):
-    call = emulate_modes.call_score(fn)
-    assert (call.kind, call.outcome) == (kind, outcome)
+], ids=["float", "verl dict", "gold error", "infrastructure", "bug", "another code", "over one", "bool", "none"])
+def test_calls_are_classified_by_the_error_code_never_swallowed(fn, kind, outcome):
+    call = call_score(fn)
+    assert (call.kind, call.outcome or "") == (kind, outcome)
     assert (call.score is None) == (kind != "scored")
 
 
 # --- reward mode ----------------------------------------------------------------------------------
 
 def test_reward_steps_with_synthetic_completions(loaded, prepared_sample):
-    rows = emulate_modes.read_split(prepared_sample / "data" / "rl.jsonl", "rl")
-    groups = emulate_modes.groups_for(rows, None, 8)
-    stats = emulate_modes.reward_steps(loaded, rows, groups, prompts_per_step=8, workers=4)
+    rows = read_split(prepared_sample / "data" / "rl.jsonl", "rl")
+    groups = reward_job.groups_for(rows, None, 8)
+    stats = reward_job.reward_steps(loaded, rows, groups, prompts_per_step=8, threads=4)
     assert len(stats) == -(-len(rows) // 8)  # one pass over rl.jsonl
     for step in stats:
         # Each group: gold and fenced gold (1.0), a query returning nothing and prose (0.0), twice.
@@ -153,16 +159,16 @@ def test_reward_steps_with_synthetic_completions(loaded, prepared_sample):
         assert step.calls == 64 and step.scored == 64
         assert (step.mean, step.share_zero, step.share_full) == (0.5, 0.5, 0.5)
         assert {k: v for k, v in step.outcomes.items() if v} == {"match": 32, "mismatch": 16, "no_query": 16}
-    summary = emulate_modes.reward_summary(stats)
+    summary = reward_job.reward_summary(stats)
     assert summary["calls"] == 64 * len(stats) and summary["mean"] == 0.5 and summary["crashes"] == 0
 
 
 def test_reward_steps_with_a_completions_file_wrap_around_the_split(loaded, prepared_sample, tmp_path):
-    rows = emulate_modes.read_split(prepared_sample / "data" / "rl.jsonl", "rl")
+    rows = read_split(prepared_sample / "data" / "rl.jsonl", "rl")
     lines = [json.dumps({"row_id": r.id, "completions": [r.gold, "SELECT 1"]}) for r in rows]
     (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
-    document = emulate_main.job_reward(loaded.zip_path, prepared_sample / "data" / "rl.jsonl", tmp_path / "c.jsonl",
-                                       prompts_per_step=4, group_size=3, steps=len(rows), workers=2)
+    document = emulate_main.job_reward(loaded.zip_path, Prepared(prepared_sample), tmp_path / "c.jsonl",
+                                       prompts_per_step=4, group_size=3, steps=len(rows), threads=2)
     # groups cycle [gold, SELECT 1, gold]: 2 of 3 right; steps run past the end of the split.
     assert document["summary"]["steps"] == len(rows)
     assert document["summary"]["calls"] == len(rows) * 4 * 3
@@ -170,27 +176,27 @@ def test_reward_steps_with_a_completions_file_wrap_around_the_split(loaded, prep
 
 
 def test_reward_results_do_not_depend_on_concurrency(loaded, prepared_sample):
-    rows = emulate_modes.read_split(prepared_sample / "data" / "rl.jsonl", "rl")
-    groups = emulate_modes.groups_for(rows, None, 8)
-    serial = emulate_modes.reward_steps(loaded, rows, groups, workers=1)
-    parallel = emulate_modes.reward_steps(loaded, rows, groups, workers=8)
+    rows = read_split(prepared_sample / "data" / "rl.jsonl", "rl")
+    groups = reward_job.groups_for(rows, None, 8)
+    serial = reward_job.reward_steps(loaded, rows, groups, threads=1)
+    parallel = reward_job.reward_steps(loaded, rows, groups, threads=8)
     assert [(s.mean, s.outcomes) for s in serial] == [(s.mean, s.outcomes) for s in parallel]
 
 
 def test_a_row_without_completions_is_an_input_error(prepared_sample):
-    rows = emulate_modes.read_split(prepared_sample / "data" / "rl.jsonl", "rl")
+    rows = read_split(prepared_sample / "data" / "rl.jsonl", "rl")
     with pytest.raises(InputError, match=rows[1].id):
-        emulate_modes.groups_for(rows, [["x"], []] + [["x"]] * (len(rows) - 2), 8)
+        reward_job.groups_for(rows, [["x"], []] + [["x"]] * (len(rows) - 2), 8)
 
 
 # --- grader mode ----------------------------------------------------------------------------------
 
 def test_grader_on_the_sample_completions(loaded, prepared_sample, tmp_path):
-    rows = emulate_modes.read_split(prepared_sample / "data" / "eval.jsonl", "eval")
+    rows = read_split(prepared_sample / "data" / "eval.jsonl", "eval")
     completions = [json.loads(line)["completion"] for line in SAMPLE_COMPLETIONS.read_text().splitlines()]
-    results = emulate_modes.grade_rows(loaded, rows, completions)
-    summary = emulate_modes.grader_summary([r.__dict__ for r in results])
-    assert (summary["rows"], summary["scored"], summary["unscored"]) == (20, 20, 0)
+    results = grader_job.grade_split(loaded, rows, completions)
+    summary = grader_job.grader_summary(results)
+    assert (summary["rows"], summary["scored"], summary["unscored"], summary["faults"]) == (20, 20, 0, 0)
     assert summary["mean"] == pytest.approx(11 / 20)
     assert summary["outcomes"] == {"match": 11, "mismatch": 6, "no_query": 1, "prediction_error": 1, "forbidden": 1}
     by_id = {r.row_id: r for r in results}
@@ -201,18 +207,36 @@ def test_grader_on_the_sample_completions(loaded, prepared_sample, tmp_path):
     assert read_results(tmp_path / "r.jsonl") == results
 
 
-def test_grader_excludes_and_counts_unscored_rows(loaded, prepared_sample, tmp_path):
+def test_grader_excludes_and_counts_unscored_rows(sample_zip, prepared_sample, tmp_path):
+    # a bundle without one of the eval databases: its rows raise DatabaseUnavailableError, unscored
+    with zipfile.ZipFile(sample_zip) as source:
+        index = json.loads(source.read("data/index.json"))
+    eval_db = next(r["db_id"] for r in index["rows"] if r["split"] == "eval")
+    gone = index["databases"][eval_db]["file"]
+    damaged = _zip_with(tmp_path, sample_zip, {}, skip={f"data/{gone}"})
+    rows = read_split(prepared_sample / "data" / "eval.jsonl", "eval")
+    with emulate.load_bundle(damaged, tmp_path) as bundle:
+        results = grader_job.grade_split(bundle, rows, [r.gold for r in rows])
+    summary = grader_job.grader_summary(results)
+    unscored = [r for r in results if not r.scored]
+    assert summary["unscored"] == len(unscored) > 0 and summary["scored"] == len(rows) - len(unscored)
+    assert summary["mean"] in (1.0, None)
+    assert {r.outcome for r in unscored} == {"infrastructure_error"}
+    assert all(r.detail.startswith("DatabaseUnavailableError") for r in unscored)
+
+
+def test_grader_refuses_an_eval_split_that_is_not_the_bundle_s(loaded, prepared_sample, tmp_path):
     lines = (prepared_sample / "data" / "eval.jsonl").read_text().splitlines()
     row = json.loads(lines[3])
-    row["messages"][-1]["content"] = "SELECT name FROM Player WHERE 1 = 1"  # not the bundle's gold: stale
+    row["messages"][-1]["content"] = "SELECT name FROM Player WHERE 1 = 1"  # not the bundle's gold
     lines[3] = json.dumps(row)
     (tmp_path / "eval.jsonl").write_text("\n".join(lines) + "\n")
-    rows = emulate_modes.read_split(tmp_path / "eval.jsonl", "eval")
-    records = emulate_modes.grade_records(loaded, rows, [r.gold for r in rows])
-    summary = emulate_modes.grader_summary(records)
-    assert (summary["scored"], summary["unscored"], summary["mean"]) == (19, 1, 1.0)
-    assert records[3]["score"] is None and records[3]["outcome"] == "infrastructure_error"
-    assert records[3]["detail"].startswith("StaleBundleError")
+    rows = read_split(tmp_path / "eval.jsonl", "eval")
+    with pytest.raises(InputError, match="eval-00003: gold .* differs from the bundle's"):
+        grader_job.grade_split(loaded, rows, [r.gold for r in rows])
+    good = read_split(prepared_sample / "data" / "eval.jsonl", "eval")
+    with pytest.raises(InputError, match="eval-00019: in the bundle's index but not in the split"):
+        grader_job.grade_split(loaded, good[:19], [r.gold for r in good[:19]])
 
 
 @pytest.mark.parametrize("line, phrase", [
@@ -226,11 +250,11 @@ def test_grader_excludes_and_counts_unscored_rows(loaded, prepared_sample, tmp_p
 def test_malformed_split_lines_are_named_with_file_and_line(tmp_path, line, phrase):
     good = '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "SELECT 1"}]}'
     (tmp_path / "rl.jsonl").write_text(f"{good}\n{line}\n{good}\n")
-    rows, problems = emulate_modes.read_split_lenient(tmp_path / "rl.jsonl", "rl")
+    rows, problems = read_split_lenient(tmp_path / "rl.jsonl", "rl")
     assert [r.id for r in rows] == ["rl-00000", "rl-00002"]  # ids keep their line numbers
     assert len(problems) == 1 and "rl.jsonl:2: " in problems[0] and phrase in problems[0]
     with pytest.raises(InputError, match="rl.jsonl:2"):
-        emulate_modes.read_split(tmp_path / "rl.jsonl", "rl")
+        read_split(tmp_path / "rl.jsonl", "rl")
 
 
 # --- the command, in-process ----------------------------------------------------------------------
@@ -240,22 +264,38 @@ def _harness(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_emulate_command_in_process(sample_zip, prepared_sample, tmp_path):
-    reward = _harness("emulate", "reward", "--in-process", "--zip", str(sample_zip), "--out", str(prepared_sample),
+    reward = _harness("emulate", "reward", "--in-process", "--zip", str(sample_zip), "--data", str(prepared_sample),
                       "--steps", "2")
     assert reward.returncode == 0, reward.stderr
     assert reward.stdout.count("reward mean 0.500") == 2 and "calls/s" in reward.stdout
-    grader = _harness("emulate", "grader", "--in-process", "--zip", str(sample_zip), "--out", str(prepared_sample),
-                      "--completions", str(SAMPLE_COMPLETIONS), "--results", str(tmp_path / "r.jsonl"))
+    grader = _harness("emulate", "grader", "--in-process", "--zip", str(sample_zip), "--data", str(prepared_sample),
+                      "--completions", str(SAMPLE_COMPLETIONS), "--output", str(tmp_path / "r.jsonl"))
     assert grader.returncode == 0, grader.stderr
     assert "mean score 0.5500" in grader.stdout
     assert len(read_results(tmp_path / "r.jsonl")) == 20
-    missing = _harness("emulate", "grader", "--in-process", "--zip", str(sample_zip), "--out", str(prepared_sample))
+    missing = _harness("emulate", "grader", "--in-process", "--zip", str(sample_zip), "--data", str(prepared_sample))
     assert missing.returncode == InputError.exit_code and "--completions" in missing.stderr
 
 
 def test_grader_refuses_completions_for_another_split(sample_zip, prepared_sample, tmp_path):
     (tmp_path / "c.jsonl").write_text('{"row_id": "eval-00999", "completion": "SELECT 1"}\n')
-    done = _harness("emulate", "grader", "--in-process", "--zip", str(sample_zip), "--out", str(prepared_sample),
-                    "--completions", str(tmp_path / "c.jsonl"), "--results", str(tmp_path / "r.jsonl"))
+    done = _harness("emulate", "grader", "--in-process", "--zip", str(sample_zip), "--data", str(prepared_sample),
+                    "--completions", str(tmp_path / "c.jsonl"), "--output", str(tmp_path / "r.jsonl"))
     assert done.returncode == InputError.exit_code and "eval-00999" in done.stderr
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_the_emulated_grader_writes_the_stage_s_results_in_the_prepared_folder(sample_zip, prepared_sample, tmp_path):
+    data = tmp_path / "prepared"
+    (data / "data").mkdir(parents=True)
+    (data / "data" / "eval.jsonl").write_bytes((prepared_sample / "data" / "eval.jsonl").read_bytes())
+    done = _harness("emulate", "grader", "--in-process", "--zip", str(sample_zip), "--data", str(data),
+                    "--completions", str(SAMPLE_COMPLETIONS), "--stage", "tuned")
+    assert done.returncode == 0, done.stderr
+    assert len(read_results(data / "results" / "tuned.jsonl")) == 20
+
+
+def test_a_missing_split_names_the_command_that_makes_it(sample_zip, tmp_path):
+    done = _harness("emulate", "reward", "--in-process", "--zip", str(sample_zip), "--data", str(tmp_path / "none"))
+    assert done.returncode == InputError.exit_code
+    assert "make sample-bundle" in done.stderr and "rl.jsonl" in done.stderr

@@ -6,14 +6,14 @@ here a few hundred requests prove that the run, the answer checks and the memory
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
+from harness.cli import main
 from harness.loadtest import run as loadtest
 from harness.common.errors import InputError
-from harness.commands.grade import read_eval
+from harness.common.rows import read_split
 from harness.loadtest.local_server import LocalServer
 from harness.service.settings import ServiceSettings
 from harness.loadtest.workload import (KINDS, RUNAWAY_SQL, Probe, build_probes, calibrate, first_table,
@@ -34,11 +34,11 @@ def server(sample_zip):
 # --- workload -----------------------------------------------------------------------------------
 
 def test_probes_cover_every_kind_for_every_row(eval_path):
-    rows = read_eval(eval_path)
+    rows = read_split(eval_path, "eval")
     probes = build_probes(rows)
     assert set(probes) == set(KINDS)
     assert len(probes["correct"]) == len(rows) == len(probes["hostile"])
-    assert {p.label.split("/")[0] for p in probes["wrong"]} == {r.row_id for r in rows}
+    assert {p.label.split("/")[0] for p in probes["wrong"]} == {r.id for r in rows}
     assert [p.envelope["output"] for p in probes["runaway"]] == [RUNAWAY_SQL]
     assert all(p.envelope["expected"] == r.gold for p, r in zip(probes["correct"], rows))
 
@@ -107,7 +107,7 @@ def test_any_failure_wrong_answer_or_growth_fails_the_verdict():
 # --- a small run against the real server -------------------------------------------------------
 
 def test_a_small_load_gets_every_answer_right_with_flat_memory(server, eval_path):
-    report = loadtest.run_load(server.url, eval_path, requests=300, concurrency=8, runaway_every=100,
+    report = loadtest.run_load(server.url, eval_path, requests=300, threads=8, runaway_every=100,
                                sample_every=0.5)
     mixed, runaway = report["phases"]
     for phase in (mixed, runaway):
@@ -121,7 +121,7 @@ def test_a_small_load_gets_every_answer_right_with_flat_memory(server, eval_path
 
 
 def test_an_answer_other_than_the_calibrated_one_is_counted(server, eval_path):
-    row = read_eval(eval_path)[0]
+    row = read_split(eval_path, "eval")[0]
     lying = Probe("correct", "row/lie", {"input": row.prompt, "output": row.gold, "expected": row.gold},
                   expected=(0.0, "mismatch"))  # what it will not get: it matches
     phase = loadtest.run_phase(server.host, server.port, [lying] * 20, 4, name="check", sample_every=5)
@@ -129,11 +129,8 @@ def test_an_answer_other_than_the_calibrated_one_is_counted(server, eval_path):
 
 
 def test_the_command_prints_the_figures_and_exits_zero(server, eval_path, capsys, tmp_path):
-    parser = argparse.ArgumentParser()
-    loadtest.add_arguments(parser)
-    args = parser.parse_args(["--url", server.url, "--eval", str(eval_path), "--requests", "100",
-                              "--concurrency", "4", "--runaway-every", "0", "--json", str(tmp_path / "lt.json")])
-    assert loadtest.run(args) == 0
+    assert main(["loadtest", "--url", server.url, "--data", str(eval_path.parents[1]), "--requests", "100",
+                 "--threads", "4", "--runaway-every", "0", "--json", str(tmp_path / "lt.json")]) == 0
     out = capsys.readouterr().out
     assert "req/s" in out and "p99 ms" in out and "verdict: pass" in out
     assert (tmp_path / "lt.json").read_text().count('"phase"') == 1

@@ -174,13 +174,25 @@ def test_summarize_refuses_a_zip_built_elsewhere_with_a_symlink(tmp_path):
 
 
 def test_command_prints_hash_and_sizes_and_fails_with_the_pack_exit_code(staged, tmp_path):
-    ok = subprocess.run([sys.executable, "-m", "harness", "pack", "--staged", str(staged),
+    shutil.copytree(staged, tmp_path / "prepared" / "bundle")
+    ok = subprocess.run([sys.executable, "-m", "harness", "pack", "--data", str(tmp_path / "prepared"),
                          "--output", str(tmp_path / "b.zip")], capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stderr
     digest = __import__("hashlib").sha256((tmp_path / "b.zip").read_bytes()).hexdigest()
     assert f"sha256     {digest}" in ok.stdout
     assert "unpacked" in ok.stdout and "entries" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "harness", "pack", "--staged", str(tmp_path / "nowhere"),
+    bad = subprocess.run([sys.executable, "-m", "harness", "pack", "--data", str(tmp_path / "nowhere"),
                           "--output", str(tmp_path / "c.zip")], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == PackError.exit_code
     assert "make bundle" in bad.stderr and not (tmp_path / "c.zip").exists()
+
+
+def test_the_zip_goes_into_the_prepared_folder_by_default(staged, tmp_path):
+    shutil.copytree(staged, tmp_path / "prepared" / "bundle")
+    done = subprocess.run([sys.executable, "-m", "harness", "pack", "--data", str(tmp_path / "prepared")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "prepared" / "spider-scoring.zip").is_file()
+    missing = subprocess.run([sys.executable, "-m", "harness", "pack", "--data", str(tmp_path / "empty")],
+                             capture_output=True, text=True, cwd=ROOT)
+    assert missing.returncode == PackError.exit_code and "make sample-bundle" in missing.stderr

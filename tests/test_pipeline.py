@@ -10,6 +10,7 @@ import pytest
 
 from harness import cli
 from harness.common.errors import InputError
+from harness.common.layout import Prepared
 from harness.submit.names import DEFAULT_NAMES, Names
 from harness.submit.pipeline import (PipelineParams, build_pipeline, check_data, estimate_tokens, validate,
                               validate_structure)
@@ -130,10 +131,10 @@ def test_structure_and_name_problems_are_found(change, expected):
 
 
 def test_rl_passes_are_reported_as_the_reference_does(data):
-    notes, problems = check_data(build_pipeline(PipelineParams()), data, DEFAULT_NAMES)
+    notes, problems = check_data(build_pipeline(PipelineParams()), Prepared(data.parent), DEFAULT_NAMES)
     assert problems == []
     assert any("320 prompts over 600 rows of rl.jsonl: 0.53 passes" in n for n in notes), notes
-    notes, _ = check_data(build_pipeline(PipelineParams(rl_max_steps=150)), data, DEFAULT_NAMES)
+    notes, _ = check_data(build_pipeline(PipelineParams(rl_max_steps=150)), Prepared(data.parent), DEFAULT_NAMES)
     assert any("1200 prompts over 600 rows of rl.jsonl: 2.00 passes" in n for n in notes), notes
 
 
@@ -146,49 +147,49 @@ def test_a_prompt_too_long_for_grpo_names_its_line_and_the_length_needed(tmp_pat
     long_prompt = "t(" + "c, " * 450 + ")"  # 1353 chars: ~339 tokens, +64 completion > 384
     data = write_splits(tmp_path / "data", {"train": [chat("q")], "eval": [chat("q")],
                                            "rl": [chat("short"), chat(long_prompt)]})
-    _, problems = check_data(build_pipeline(PipelineParams()), data, DEFAULT_NAMES)
+    _, problems = check_data(build_pipeline(PipelineParams()), Prepared(data.parent), DEFAULT_NAMES)
     assert len(problems) == 1
     tokens = estimate_tokens(chat(long_prompt)["messages"][:2])
     assert f"rl.jsonl:2, ~{tokens} tokens" in problems[0]
     assert f"needs maxSeqLength >= {tokens + 64}, not 384" in problems[0]
     doc = build_pipeline(PipelineParams(rl_max_seq_length=tokens + 64))
-    assert check_data(doc, data, DEFAULT_NAMES)[1] == []
-    notes = validate(build_pipeline(PipelineParams()), DEFAULT_NAMES, data, lenient_lengths=True)
+    assert check_data(doc, Prepared(data.parent), DEFAULT_NAMES)[1] == []
+    notes = validate(build_pipeline(PipelineParams()), DEFAULT_NAMES, Prepared(data.parent), lenient_lengths=True)
     assert any(n.startswith("warning: rl: 1 prompt(s)") for n in notes)
 
 
 def test_an_sft_row_whose_answer_would_be_cut_is_a_problem(tmp_path):
     data = write_splits(tmp_path / "data", {"train": [chat("q", answer="SELECT " + "x, " * 1100)],
                                            "rl": [chat("q")], "eval": [chat("q")]})
-    _, problems = check_data(build_pipeline(PipelineParams()), data, DEFAULT_NAMES)
+    _, problems = check_data(build_pipeline(PipelineParams()), Prepared(data.parent), DEFAULT_NAMES)
     assert len(problems) == 1 and "sft: 1 row(s) of train.jsonl are longer than maxSeqLength 768" in problems[0]
 
 
 def test_empty_missing_and_malformed_splits_are_named(tmp_path, data):
     (data / "rl.jsonl").write_text("")
-    _, problems = check_data(build_pipeline(PipelineParams()), data, DEFAULT_NAMES)
+    _, problems = check_data(build_pipeline(PipelineParams()), Prepared(data.parent), DEFAULT_NAMES)
     assert any("rl.jsonl has no rows" in p for p in problems)
     (data / "eval.jsonl").unlink()
     with pytest.raises(InputError, match=r"cannot read .*eval\.jsonl.*--skip-data-checks"):
-        check_data(build_pipeline(PipelineParams()), data, DEFAULT_NAMES)
+        check_data(build_pipeline(PipelineParams()), Prepared(data.parent), DEFAULT_NAMES)
     (data / "eval.jsonl").write_text(json.dumps(chat("q")) + "\n\n{\"messages\": \"oops\"}\n")
     with pytest.raises(InputError, match=r"eval\.jsonl:3: not a chat row"):
-        validate(build_pipeline(PipelineParams()), DEFAULT_NAMES, data)
+        validate(build_pipeline(PipelineParams()), DEFAULT_NAMES, Prepared(data.parent))
 
 
 def test_cli_writes_a_valid_byte_stable_file(data, capsys):
     out = data.parent
-    assert cli.main(["pipeline", "--out", str(out)]) == 0
+    assert cli.main(["pipeline", "--data", str(out)]) == 0
     first = (out / "pipeline.json").read_bytes()
-    assert cli.main(["pipeline", "--out", str(out)]) == 0
+    assert cli.main(["pipeline", "--data", str(out)]) == 0
     assert (out / "pipeline.json").read_bytes() == first
     assert "0.53 passes" in capsys.readouterr().out
-    assert validate(json.loads(first), DEFAULT_NAMES, data) != []  # notes, and no exception
+    assert validate(json.loads(first), DEFAULT_NAMES, Prepared(data.parent)) != []  # notes, and no exception
 
 
 def test_cli_flags_change_the_stages(data, capsys):
     out = data.parent
-    assert cli.main(["pipeline", "--out", str(out), "--rl-max-steps", "20", "--bundle", "b9"]) == 0
+    assert cli.main(["pipeline", "--data", str(out), "--rl-max-steps", "20", "--bundle", "b9"]) == 0
     doc = json.loads((out / "pipeline.json").read_text())
     assert stage(doc, "rl")["config"]["maxSteps"] == 20
     assert stage(doc, "rl")["config"]["reward"]["terms"][0]["bundle"] == "b9"
@@ -197,22 +198,22 @@ def test_cli_flags_change_the_stages(data, capsys):
 
 def test_cli_refuses_to_write_an_invalid_descriptor(tmp_path, capsys):
     out = tmp_path / "out"  # no data folder
-    assert cli.main(["pipeline", "--out", str(out)]) == InputError.exit_code
+    assert cli.main(["pipeline", "--data", str(out)]) == InputError.exit_code
     assert "train.jsonl" in capsys.readouterr().err
     assert not (out / "pipeline.json").exists()
-    assert cli.main(["pipeline", "--out", str(out), "--skip-data-checks"]) == 0
+    assert cli.main(["pipeline", "--data", str(out), "--skip-data-checks"]) == 0
     assert (out / "pipeline.json").exists()
 
 
 def test_cli_check_validates_an_edited_file(data, capsys):
     out = data.parent
-    assert cli.main(["pipeline", "--out", str(out)]) == 0
+    assert cli.main(["pipeline", "--data", str(out)]) == 0
     edited = json.loads((out / "pipeline.json").read_text())
     edited["stages"][3]["config"]["warmStartModelId"] = "@rl-scored"
     (out / "edited.json").write_text(json.dumps(edited))
-    assert cli.main(["pipeline", "--out", str(out), "--check", str(out / "edited.json")]) == 3
+    assert cli.main(["pipeline", "--data", str(out), "--check", str(out / "edited.json")]) == 3
     assert "@rl-scored, which is not an earlier stage" in capsys.readouterr().err
-    assert cli.main(["pipeline", "--out", str(out), "--check", str(out / "pipeline.json")]) == 0
+    assert cli.main(["pipeline", "--data", str(out), "--check", str(out / "pipeline.json")]) == 0
     (out / "broken.json").write_text("{")
     assert cli.main(["pipeline", "--check", str(out / "broken.json"), "--skip-data-checks"]) == 3
     assert "is not valid JSON" in capsys.readouterr().err
@@ -222,6 +223,6 @@ def test_hand_edited_numbers_of_the_wrong_type_are_named_not_crashed_on(data):
     doc = build_pipeline(PipelineParams())
     stage(doc, "rl")["config"]["maxSteps"] = "40"
     stage(doc, "sft")["config"]["maxSeqLength"] = 76.8
-    _, problems = check_data(doc, data, DEFAULT_NAMES)
+    _, problems = check_data(doc, Prepared(data.parent), DEFAULT_NAMES)
     assert "rl: config maxSteps must be whole numbers >= 0" in problems
     assert "sft: config maxSeqLength must be whole numbers >= 0" in problems

@@ -16,7 +16,7 @@ from api_server import ApiServer
 from conftest import SPIDER_PREPARE_ARGS, run_prepare
 from harness.prepare.bundle_data import schema_lines
 from harness.common.files import sha256_file
-from harness.prepare.run import DEFAULT_MAX_SCHEMA
+from harness.prepare.job import DEFAULT_MAX_SCHEMA
 from test_prepare import SPLITS, load, output_files, score_staged_rows
 
 pytestmark = pytest.mark.real_data

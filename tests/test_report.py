@@ -161,7 +161,7 @@ def test_duplicated_ids_are_refused(tmp_path):
                  id="two inputs with one label"),
     pytest.param(lambda t: [("a", write(t, "a", [True])), ("e", write(t, "e", []))], "holds no rows",
                  id="an empty file"),
-    pytest.param(lambda t: [("a", write(t, "a", [True])), ("m", str(t / "missing.jsonl"))], "cannot read",
+    pytest.param(lambda t: [("a", write(t, "a", [True])), ("m", str(t / "missing.jsonl"))], "grade that stage first",
                  id="a missing file"),
 ])
 def test_bad_input_sets(tmp_path, make, message):

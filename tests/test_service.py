@@ -22,7 +22,9 @@ import pytest
 
 from harness.common.completions import read_completions
 from harness.common.errors import HarnessError
-from harness.commands.grade import grade_rows, read_eval
+from harness.common.bundle_loader import load_bundle
+from harness.common.rows import read_split
+from harness.emulator.grader_job import grade_split
 from harness.emulator.hostile import load_cases
 from harness.loadtest.local_server import LocalServer, request
 from harness.service.settings import SETTINGS, ServiceSettings, flag
@@ -35,7 +37,7 @@ NOT_A_SCORE = ("score", "ok", "passed")
 
 @pytest.fixture(scope="module")
 def eval_rows(prepared_sample):
-    return read_eval(prepared_sample / "data" / "eval.jsonl")
+    return read_split(prepared_sample / "data" / "eval.jsonl", "eval")
 
 
 @pytest.fixture(scope="module")
@@ -107,9 +109,10 @@ def test_a_bundle_with_a_corrupt_database_never_becomes_ready(sample_zip, tmp_pa
 
 # --- scoring ---------------------------------------------------------------------------------
 
-def test_eval_split_envelopes_get_exactly_the_bundles_own_answers(server, eval_rows, prepared_sample):
-    completions = [texts[0] for texts in read_completions(SAMPLE_COMPLETIONS).for_rows([r.row_id for r in eval_rows])]
-    expected = grade_rows(eval_rows, completions, prepared_sample / "bundle")  # in-process, this checkout
+def test_eval_split_envelopes_get_exactly_the_bundles_own_answers(server, eval_rows, sample_zip, tmp_path):
+    completions = read_completions(SAMPLE_COMPLETIONS).one_per_row([r.id for r in eval_rows])
+    with load_bundle(sample_zip, tmp_path) as loaded:  # in-process, the grading path of `grade`
+        expected = grade_split(loaded, eval_rows, completions)
     answers = [server.request("POST", "/grade", envelope(row, text)) for row, text in zip(eval_rows, completions)]
     assert all(a.status == 200 for a in answers)
     got = [(a.json["score"], a.json["outcome"], a.json["explanation"], a.json["sql"]) for a in answers]
@@ -121,7 +124,7 @@ def test_eval_split_envelopes_get_exactly_the_bundles_own_answers(server, eval_r
 def test_every_gold_scores_one_through_the_root_path_too(server, eval_rows):
     for row in eval_rows:
         reply = server.request("POST", "/", envelope(row, f"```sql\n{row.gold}\n```"))
-        assert (reply.status, reply.json["score"], reply.json["outcome"]) == (200, 1.0, "match"), row.row_id
+        assert (reply.status, reply.json["score"], reply.json["outcome"]) == (200, 1.0, "match"), row.id
 
 
 def test_batch_answers_in_order_with_each_envelopes_own_error(server, eval_rows):
@@ -134,7 +137,7 @@ def test_batch_answers_in_order_with_each_envelopes_own_error(server, eval_rows)
     assert (first["score"], first["outcome"]) == (1.0, "match")
     assert (wrong["score"], wrong["outcome"]) == (0.0, "mismatch")
     assert missing["error"] == "CallArgumentsError" and missing["status"] == 400
-    assert stale["error"] == "StaleBundleError" and stale["status"] == 422 and stale["exit_code"] == 7
+    assert stale["error"] == "StaleBundleError" and stale["status"] == 422 and stale["exit_code"] == 24
     assert not any(key in item for item in (missing, stale) for key in NOT_A_SCORE)
     assert (reply.json["scored"], reply.json["unscored"]) == (2, 2)
     bare = server.request("POST", "/grade/batch", [envelope(row, row.gold)])  # a bare list works too
@@ -226,7 +229,7 @@ def test_an_oversized_request_line_is_refused_by_the_http_layer(server):
 @pytest.mark.slow
 def test_the_hostile_suite_scores_zero_within_its_bounds_and_the_service_keeps_answering(sample_zip, eval_rows):
     row = eval_rows[0]
-    cases = load_cases(first_table(row.prompt), "/tmp")
+    cases = load_cases(first_table(row.prompt_text), "/tmp")
     with LocalServer(sample_zip, ServiceSettings(workers=4)) as running:
         def send(case):
             started = time.monotonic()
@@ -256,7 +259,7 @@ def test_the_hostile_suite_scores_zero_within_its_bounds_and_the_service_keeps_a
 
 def test_concurrent_clients_get_their_own_answers_and_metrics_sum_over_the_workers(server, eval_rows):
     work = [(row, text) for row in eval_rows
-            for text in (row.gold, "SELECT 'wrong'", f"DROP TABLE {first_table(row.prompt)}")]
+            for text in (row.gold, "SELECT 'wrong'", f"DROP TABLE {first_table(row.prompt_text)}")]
     expected = {i: ("match", "mismatch", "forbidden")[i % 3] for i in range(len(work))}
     before = server.metrics()
 
@@ -320,13 +323,15 @@ def test_every_service_setting_is_documented_in_the_readme():
 
 
 def test_bundle_errors_map_to_their_http_status(sample_zip, tmp_path):
-    from harness.service.bundle import ERROR_STATUS, ServedBundle
+    from harness.common.outcomes import BUNDLE_ERRORS
+    from harness.service.bundle import ServedBundle
     served = ServedBundle.load(sample_zip, tmp_path)
     try:
         errors = served.loaded.module("scoring_errors")
-        for name, status in ERROR_STATUS:
-            mapped = served.classify(getattr(errors, name)("boom"))
-            assert (mapped.status, mapped.error, mapped.message) == (status, name, "boom")
+        for known in BUNDLE_ERRORS.values():
+            mapped = served.classify(getattr(errors, known.name)("boom"))
+            assert (mapped.status, mapped.error, mapped.message) == (known.http_status, known.name, "boom")
+            assert (mapped.outcome, mapped.exit_code) == (known.outcome, known.exit_code)
         assert served.classify(ValueError("not the bundle's")) is None
         assert served.classify(errors.GoldQueryError("x")).outcome == "gold_error"
     finally:

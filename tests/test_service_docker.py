@@ -18,7 +18,7 @@ import pytest
 
 from harness.prepare import pack
 from harness.containers.trainer import MOUNT
-from harness.commands.grade import read_eval
+from harness.common.rows import read_split
 from harness.containers.service import (NETWORK, NETWORK_OPTIONS, PORT, service_sources, image_tag, service_config,
                                     service_limits)
 from harness.service.settings import MiB, ServiceSettings
@@ -169,7 +169,7 @@ def test_the_container_serves_the_bundle_locked_down_and_stops_gracefully(docker
     from harness.loadtest.local_server import request
     zip_path = tmp_path / "spider-scoring.zip"
     pack.pack(prepared_sample / "bundle", zip_path)
-    row = read_eval(prepared_sample / "data" / "eval.jsonl")[0]
+    row = read_split(prepared_sample / "data" / "eval.jsonl", "eval")[0]
     body = {"input": row.prompt, "output": row.gold, "expected": row.gold}
     settings = ServiceSettings(workers=2, envelope_timeout_s=1.0)
     server = ServiceContainer(zip_path, settings, environment={"SPIDER_SCORING_TIMEOUT_S": "60"}, say=lambda m: None)

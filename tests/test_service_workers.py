@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.grade import read_eval
+from harness.common.rows import read_split
 from harness.service.guard import WATCHDOG_EXIT, Watchdog
 from harness.loadtest.local_server import LocalServer
 from harness.service.settings import MiB, ServiceSettings
@@ -30,7 +30,7 @@ LONG_DEADLINE = {"SPIDER_SCORING_TIMEOUT_S": "60"}  # the bundle would let the r
 
 @pytest.fixture(scope="module")
 def row(prepared_sample):
-    return read_eval(prepared_sample / "data" / "eval.jsonl")[0]
+    return read_split(prepared_sample / "data" / "eval.jsonl", "eval")[0]
 
 
 def envelope(row, completion: str) -> dict:

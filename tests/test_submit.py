@@ -16,14 +16,10 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-
-from harness.submit import names
-
-from harness.submit import pipeline
-
+from harness.common.errors import SubmitError, VerificationFailed
+from harness.submit import names, pipeline
 from harness.submit import steps as submit
-from harness.common.errors import SubmitError
-from harness.submit.process import Result, default_verify_argv, verification
+from harness.submit.process import Result, verification
 
 FAKE = Path(__file__).with_name("fake_akka_optimize.py")
 BASE = "Qwen/Qwen2.5-0.5B-Instruct"
@@ -77,7 +73,7 @@ def work(tmp_path) -> dict[str, Path]:
 def run_submit(work: dict[str, Path], *extra: str, verify: str = "pass") -> int:
     os.makedirs(os.environ["FAKE_AKKA_DIR"], exist_ok=True)
     verify_cmd = f"{sys.executable} {work['stub']} {verify}"
-    return cli.main(["submit", "--out", str(work["out"]), "--zip", str(work["zip"]),
+    return cli.main(["submit", "--data", str(work["out"]), "--zip", str(work["zip"]),
                      "--verify-cmd", verify_cmd, *extra])
 
 
@@ -155,7 +151,7 @@ def test_a_new_pipeline_starts_when_asked_or_when_inputs_change(fake_cli, work, 
 
 
 def test_failed_verification_stops_before_any_cli_call(fake_cli, work, capsys):
-    assert run_submit(work, verify="fail") == 6
+    assert run_submit(work, verify="fail") == VerificationFailed.exit_code == 1
     assert calls(fake_cli) == [["VERIFY"]]
     assert "pre-push verification failed" in capsys.readouterr().err
 
@@ -213,7 +209,7 @@ def test_dry_run_still_reports_a_missing_input(fake_cli, work, capsys):
     assert run_submit(work, "--dry-run") == 3
     captured = capsys.readouterr()
     assert "datasets create" in captured.out
-    assert f"{work['zip']} (written by the pack step)" in captured.err
+    assert f"{work['zip']}: pack it: `make pack`" in captured.err
 
 
 def test_trainer_url_passes_through_untouched(fake_cli, work, capsys, monkeypatch):
@@ -241,26 +237,18 @@ def test_a_hanging_step_is_stopped_at_its_time_limit(fake_cli, work, capsys, mon
     assert "did not finish within 1 s" in capsys.readouterr().err
 
 
-def test_no_verify_command_means_no_submission(fake_cli, work, capsys):
-    argv, stop = verification(False, None, work["zip"], work["out"], work["out"] / "data")
-    if "verify" in cli.COMMANDS:  # the default then runs this checkout's verify command
-        assert argv[:4] == [sys.executable, "-m", "harness", "verify"] and stop is None
-        return
-    assert argv is None and "no `verify` command" in stop
-    assert cli.main(["submit", "--out", str(work["out"]), "--zip", str(work["zip"])]) == SubmitError.exit_code
-    assert "no `verify` command" in capsys.readouterr().err
-    assert calls(fake_cli) == []
+def test_the_default_verification_verifies_what_is_pushed(work):
+    argv = verification(False, None, work["zip"], work["out"])
+    assert argv == [sys.executable, "-m", "harness", "verify", "--data", str(work["out"]), "--zip", str(work["zip"])]
+    assert verification(True, None, work["zip"], work["out"]) is None
+    assert verification(False, "make -s verify", work["zip"], work["out"]) == ["make", "-s", "verify"]
 
 
-def test_default_verification_uses_the_options_verify_declares(tmp_path, monkeypatch):
-    probe = tmp_path / "verify_probe.py"
-    probe.write_text("def add_arguments(p):\n    p.add_argument('--zip')\n"
-                     "    p.add_argument('--out')\n    p.add_argument('--jobs')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    argv = default_verify_argv(Path("dist/b.zip"), Path("o"), Path("o/data"),
-                               commands={"verify": ("verify_probe", "")})
-    assert argv == [sys.executable, "-m", "harness", "verify", "--zip", "dist/b.zip", "--out", "o"]
-    assert default_verify_argv(Path("z"), Path("o"), Path("d"), commands={}) is None
+def test_the_zip_defaults_to_the_prepared_folder_s(fake_cli, work, capsys):
+    # no --zip: DATA/spider-scoring.zip, which this folder lacks: said, with the command making it
+    os.makedirs(os.environ["FAKE_AKKA_DIR"], exist_ok=True)
+    assert cli.main(["submit", "--data", str(work["out"]), "--dry-run"]) == 3
+    assert f"{work['out'] / 'spider-scoring.zip'}: pack it" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("output, auth", [

@@ -17,13 +17,15 @@ import pytest
 from harness.common import bundle_loader as emulate
 
 from harness.emulator import checks as emulate_checks
+from harness.emulator.main import job_verify
 
 from harness.commands import hooks
 
 from harness.emulator import mutate
 
 from harness.prepare import pack
-from harness.emulator.modes import SplitRow
+from harness.common.layout import Prepared
+from harness.common.rows import SplitRow
 from harness.common.errors import InputError, VerificationFailed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,9 +175,7 @@ def test_a_third_party_import_fails_the_fresh_interpreter_check(staged, tmp_path
 def test_a_bundle_that_does_not_import_fails_its_checks_instead_of_crashing(staged, prepared_sample, tmp_path):
     (staged / "reward.py").write_text("def compute_score(:\n")
     pack.pack(staged, tmp_path / "b.zip")
-    splits = {s: prepared_sample / "data" / f"{s}.jsonl" for s in emulate_checks.SPLITS}
-    from harness.emulator.main import job_verify
-    report = job_verify(tmp_path / "b.zip", splits, max_mutated_golds=2)
+    report = job_verify(tmp_path / "b.zip", Prepared(prepared_sample), max_mutated_golds=2)
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
     assert not report["passed"] and len(report["checks"]) == len(ALL_CHECKS) - 1  # all but "zip accepted"
     assert "SyntaxError" in failed["imports stdlib only"]["failures"][0]
@@ -202,7 +202,7 @@ def one_hostile_suite_at_a_time():
 
 def _verify(zip_path: Path, data: Path, report: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness", "verify", "--zip", str(zip_path), "--data", str(data),
-                           "--report", str(report), *extra], capture_output=True, text=True, cwd=ROOT)
+                           "--json", str(report), *extra], capture_output=True, text=True, cwd=ROOT)
 
 
 def _results(report: Path) -> dict[str, bool]:
@@ -212,7 +212,7 @@ def _results(report: Path) -> dict[str, bool]:
 @pytest.mark.slow
 def test_the_sample_passes_every_check_in_process(prepared_sample, tmp_path, one_hostile_suite_at_a_time):
     pack.pack(prepared_sample / "bundle", tmp_path / "b.zip")
-    done = _verify(tmp_path / "b.zip", prepared_sample / "data", tmp_path / "r.json", "--in-process")
+    done = _verify(tmp_path / "b.zip", prepared_sample, tmp_path / "r.json", "--in-process")
     assert done.returncode == 0, done.stdout + done.stderr
     assert _results(tmp_path / "r.json") == dict.fromkeys(ALL_CHECKS, True)
     assert "verification PASSED" in done.stdout
@@ -222,7 +222,7 @@ def test_the_sample_passes_every_check_in_process(prepared_sample, tmp_path, one
 def test_an_evil_bundle_fails_exactly_the_checks_meant_to_catch_it(staged, prepared_sample, tmp_path):
     (staged / "reward.py").write_text(EVIL_REWARD)
     pack.pack(staged, tmp_path / "b.zip")
-    done = _verify(tmp_path / "b.zip", prepared_sample / "data", tmp_path / "r.json", "--in-process")
+    done = _verify(tmp_path / "b.zip", prepared_sample, tmp_path / "r.json", "--in-process")
     assert done.returncode == VerificationFailed.exit_code
     results = _results(tmp_path / "r.json")
     assert {name for name, ok in results.items() if not ok} == EVIL_FAILS
@@ -232,7 +232,7 @@ def test_an_evil_bundle_fails_exactly_the_checks_meant_to_catch_it(staged, prepa
 
 def test_a_zip_the_trainer_refuses_stops_before_the_container(prepared_sample, tmp_path):
     (tmp_path / "b.zip").write_bytes(b"not a zip")
-    done = _verify(tmp_path / "b.zip", prepared_sample / "data", tmp_path / "r.json")
+    done = _verify(tmp_path / "b.zip", prepared_sample, tmp_path / "r.json")
     assert done.returncode == VerificationFailed.exit_code
     assert _results(tmp_path / "r.json") == {"zip accepted": False}
     assert "cannot read" in done.stdout
@@ -245,13 +245,13 @@ def test_a_zip_the_trainer_refuses_stops_before_the_container(prepared_sample, t
 def test_the_sample_passes_in_the_container_and_the_evil_bundle_does_not(docker_engine, staged, prepared_sample, tmp_path,
                                                                         one_hostile_suite_at_a_time):
     pack.pack(prepared_sample / "bundle", tmp_path / "good.zip")
-    good = _verify(tmp_path / "good.zip", prepared_sample / "data", tmp_path / "good.json")
+    good = _verify(tmp_path / "good.zip", prepared_sample, tmp_path / "good.json")
     assert good.returncode == 0, good.stdout + good.stderr
     assert _results(tmp_path / "good.json") == dict.fromkeys(ALL_CHECKS, True)
     assert "ran container (no network, read-only root" in good.stdout and "under /tmp" in good.stdout
     (staged / "reward.py").write_text(EVIL_REWARD)
     pack.pack(staged, tmp_path / "evil.zip")
-    evil = _verify(tmp_path / "evil.zip", prepared_sample / "data", tmp_path / "evil.json")
+    evil = _verify(tmp_path / "evil.zip", prepared_sample, tmp_path / "evil.json")
     assert evil.returncode == VerificationFailed.exit_code
     assert {n for n, ok in _results(tmp_path / "evil.json").items() if not ok} == EVIL_FAILS
 
@@ -261,7 +261,7 @@ def test_the_sample_passes_in_the_container_and_the_evil_bundle_does_not(docker_
 @pytest.mark.real_data
 def test_the_default_spider_splits_pass_in_the_container(docker_engine, prepared_spider, tmp_path, one_hostile_suite_at_a_time):
     summary, _ = pack.pack(prepared_spider / "bundle", tmp_path / "spider-scoring.zip")
-    done = _verify(tmp_path / "spider-scoring.zip", prepared_spider / "data", tmp_path / "r.json")
+    done = _verify(tmp_path / "spider-scoring.zip", prepared_spider, tmp_path / "r.json")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert all(c["passed"] for c in report["checks"]) and len(report["checks"]) == len(ALL_CHECKS)

@@ -11,12 +11,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from harness.common.layout import DEFAULT_DATA, ZIP_NAME, Prepared
-
-PUBLIC_BASE_IMAGE = "python:3.11-slim"
+from harness.containers.trainer import DEFAULT_BASE_IMAGE, PUBLIC_BASE_IMAGE
 
 
 def add_data(parser: argparse.ArgumentParser) -> None:
@@ -41,18 +39,13 @@ def add_threads(parser: argparse.ArgumentParser, what: str, default: int = 8) ->
     parser.add_argument("--threads", type=int, default=default, metavar="N", help=f"{what} (default: {default})")
 
 
-def default_base_image() -> str:
-    """``$BASE_IMAGE``, else the public python:3.11-slim (CI and the tests pass the offline base)."""
-    return os.environ.get("BASE_IMAGE") or PUBLIC_BASE_IMAGE
-
-
 def add_base_image(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-image", metavar="IMAGE",
                         help=f"image the containers are built on (default: $BASE_IMAGE, else {PUBLIC_BASE_IMAGE})")
 
 
 def base_image_of(args: argparse.Namespace) -> str:
-    return args.base_image or default_base_image()
+    return args.base_image or DEFAULT_BASE_IMAGE
 
 
 def add_container_timeout(parser: argparse.ArgumentParser) -> None:

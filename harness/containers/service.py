@@ -155,7 +155,7 @@ def image_tag(files: dict[str, bytes], base_image_id: str) -> str:
     return f"{IMAGE_REPO}:{digest.hexdigest()[:16]}"
 
 
-def ensure_image(client, base_image: str, say: Callable[[str], None] = print) -> str:
+def ensure_image(client, base_image: str = docker_run.DEFAULT_BASE_IMAGE, say: Callable[[str], None] = print) -> str:
     """The service image's tag, built on ``base_image`` when not present yet."""
     context = Path(tempfile.mkdtemp(prefix="spider-grader-image-"))
 
@@ -198,7 +198,7 @@ class ServiceContainer:
     """The service in its locked-down container on 127.0.0.1; a context manager, always removed."""
 
     def __init__(self, zip_path: str | os.PathLike, settings: ServiceSettings | None = None, *,
-                 base_image: str, host_port: int = 0, environment: dict[str, str] | None = None,
+                 base_image: str = docker_run.DEFAULT_BASE_IMAGE, host_port: int = 0, environment: dict[str, str] | None = None,
                  say: Callable[[str], None] = print) -> None:
         self.zip_path = Path(zip_path)
         self.settings = settings or ServiceSettings()

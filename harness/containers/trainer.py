@@ -40,6 +40,10 @@ IMAGE_REPO = "spider-scoring-trainer"
 MOUNT = "/opt/spider"
 USER = "65534:65534"
 LABEL = "spider-scoring.run"
+# A public Python image by default; where Docker Hub is out of reach (CI here, the tests) BASE_IMAGE
+# names the offline one (`make docker-base` builds spider-scoring-base:bookworm).
+PUBLIC_BASE_IMAGE = "python:3.11-slim"
+DEFAULT_BASE_IMAGE = os.environ.get("BASE_IMAGE") or PUBLIC_BASE_IMAGE
 MiB = 1024 * 1024
 
 
@@ -155,7 +159,7 @@ def ensure_built(client, base_image: str, tag_for: Callable[[str], str], *, what
     return tag
 
 
-def ensure_image(client, base_image: str, dockerfile: Path = DOCKERFILE,
+def ensure_image(client, base_image: str = DEFAULT_BASE_IMAGE, dockerfile: Path = DOCKERFILE,
                  say: Callable[[str], None] = print) -> str:
     """The trainer image's tag, built from ``dockerfile`` on ``base_image`` when not present yet."""
     text = dockerfile.read_bytes()
@@ -270,7 +274,7 @@ def run_container(client, config: dict[str, Any], *, timeout_s: float = 3600.0,
             remove_container(client, config["name"])
 
 
-def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str,
+def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str = DEFAULT_BASE_IMAGE,
             limits: RunLimits = RunLimits(), timeout_s: float = 3600.0,
             on_stderr: Callable[[str], None] | None = None, say: Callable[[str], None] = print) -> ContainerResult:
     """Run ``command`` in the trainer image with ``inputs`` staged under /opt/spider/in/ (read-only)."""
@@ -287,7 +291,7 @@ def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str,
 
 
 def emulator_job(job: list[str], inputs: dict[str, Path], *, unpacked_bytes: int = 0,
-                 base_image: str, timeout_s: float = 3600.0,
+                 base_image: str = DEFAULT_BASE_IMAGE, timeout_s: float = 3600.0,
                  say: Callable[[str], None] = print) -> tuple[dict, ContainerResult]:
     """Run ``python3 -m harness.emulator.main JOB...`` in the container; its JSON document and the run.
 

@@ -78,7 +78,7 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
                                         fetch=source.stats.as_dict(), origin=origin)
         atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
     except OSError as exc:  # every input was read above: this is the output folder
-        raise InputError(f"cannot write the outputs under {out} ({exc}): give --out a writable folder") from None
+        raise InputError(f"cannot write the outputs under {out} ({exc}): give --output a writable folder") from None
     return summary
 
 

@@ -7,11 +7,11 @@ only once ``check_data`` has loaded the index and read every database once (each
 against the index). It runs in the gunicorn arbiter before any worker is forked, so every worker
 starts with the checked data and no SQLite connection is ever shared across a fork.
 
-Faults the bundle raises are subclasses of its own ``scoring_errors.ScoringInfrastructureError``
-(taken from the loaded package, not from this checkout); ``classify`` turns one into the HTTP
-error the service answers with. Never a score.
+Faults the bundle raises carry a stable ``code`` (bundle/scoring_errors.py); ``classify`` turns
+one into the HTTP error the service answers with (harness.common.outcomes.BUNDLE_ERRORS: 4xx when
+the same request will fail the same way, 5xx when the service's data is at fault). Never a score.
 
-Standard library only (with harness.common.bundle_loader, harness.prepare.pack, harness.common.errors), like the image needs.
+Standard library only (with harness.common), like the image needs.
 """
 
 from __future__ import annotations
@@ -20,24 +20,15 @@ import dataclasses
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness.common.bundle_loader import LoadedBundle, load_bundle
 from harness.common.errors import InputError
+from harness.common.layout import require
+from harness.common.outcomes import BUNDLE_ERRORS, UnscoredOutcome, error_code
 
-# Bundle error type -> HTTP status, most specific first (a subclass before its base).
-# 4xx: the same request will fail the same way, retrying cannot help; 5xx: the service's data or
-# process is at fault.
-ERROR_STATUS: tuple[tuple[str, int], ...] = (
-    ("CallArgumentsError", 400),     # the envelope has no completion or no gold
-    ("StaleBundleError", 422),       # the row's gold is not in this bundle (dataset and bundle differ)
-    ("RowResolutionError", 422),     # a gold stored under several databases, nothing tells them apart
-    ("GoldQueryError", 422),         # the row's gold itself fails: the row cannot be scored
-    ("DatabaseUnavailableError", 503),  # a database missing, unreadable or corrupt
-    ("BundleDataError", 503),        # the index missing or unreadable
-    ("ScoringInfrastructureError", 500),
-)
-
+# What an answer that is not a score says it is: the bundle's unscored outcome, or a bad request.
+ServiceOutcome = Literal[UnscoredOutcome, "request_error"]
 
 @dataclasses.dataclass(frozen=True)
 class GradeError:
@@ -45,7 +36,7 @@ class GradeError:
 
     status: int
     error: str  # the exception's type name, or one of the service's own (e.g. "WorkerTimeout")
-    outcome: str  # "infrastructure_error", "gold_error", or "unscored" for the service's own
+    outcome: ServiceOutcome  # the bundle error's unscored outcome; "request_error" for a bad request
     message: str
     exit_code: int | None = None
 
@@ -63,7 +54,6 @@ class ServedBundle:
         self.sha256 = loaded.sha256
         self.root = str(loaded.root)
         self._grade = loaded.function("grader:grade")
-        self._errors = loaded.module("scoring_errors")
         self._index_module = loaded.module("bundle_index")
         self.outcomes: tuple[str, ...] = tuple(getattr(loaded.module("verify"), "OUTCOMES", ()))
         self.data: dict[str, Any] | None = None  # set by check_data: what /health reports
@@ -86,12 +76,13 @@ class ServedBundle:
 
     def check_data(self) -> dict[str, Any]:
         """Load the index and verify every database once (SHA-256); InputError naming the fault."""
-        base = self._errors.ScoringInfrastructureError
         try:
             index = self._index_module.load(os.path.realpath(self.root))
             for db_id in sorted(index.databases):
                 index.database_path(db_id)
-        except base as exc:
+        except Exception as exc:
+            if error_code(exc) is None:
+                raise
             raise InputError(f"the bundle {self.loaded.zip_path} cannot be served: "
                              f"{type(exc).__name__}: {exc}") from None
         described = index.describe()
@@ -112,14 +103,12 @@ class ServedBundle:
 
     def classify(self, exc: BaseException) -> GradeError | None:
         """The HTTP error for a bundle fault (None: not one of the bundle's errors)."""
-        if not isinstance(exc, self._errors.ScoringInfrastructureError):
+        code = error_code(exc)
+        if code is None:
             return None
-        for name, status in ERROR_STATUS:
-            kind = getattr(self._errors, name, None)
-            if isinstance(kind, type) and isinstance(exc, kind):
-                return GradeError(status, type(exc).__name__, str(getattr(exc, "outcome", "infrastructure_error")),
-                                  str(exc), getattr(exc, "exit_code", None))
-        return GradeError(500, type(exc).__name__, "infrastructure_error", str(exc), None)  # pragma: no cover
+        known = BUNDLE_ERRORS[code]
+        return GradeError(known.http_status, type(exc).__name__, known.outcome, str(exc),
+                          getattr(exc, "exit_code", known.exit_code))
 
     def close(self) -> None:
         self.loaded.close()
@@ -127,8 +116,4 @@ class ServedBundle:
 
 def require_zip(path: str | os.PathLike) -> Path:
     """``path`` as a Path when it is a readable file; InputError saying how to make one."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"bundle zip {path} does not exist: stage a bundle (`make sample-bundle` or "
-                         "`make bundle`) and pack it (`make pack`), or pass --zip")
-    return path
+    return require(Path(path), "the bundle zip")
