@@ -1,23 +1,41 @@
 # Entry points. Every target is documented in README.md ("Make targets"); a test checks that.
 # `make demo` and `make test` set everything up themselves (a virtual environment in .venv).
+#
+# The files are real targets with their dependencies: the prepared folder $(OUT) (splits and staged
+# bundle) <- what it was prepared from and bundle/*.py; the zip <- the staged bundle; pipeline.json
+# <- the splits and its parameters. `make verify`, `make submit` and the rest build what is missing
+# or stale and nothing else.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 HARNESS := $(PY) -m harness
-BASE_IMAGE ?= spider-scoring-base:bookworm
+# A public Python image by default; CI and the tests pass the offline one (`make docker-base`).
+BASE_IMAGE ?= python:3.11-slim
 
-# Real data (make bundle): the Spider databases folder and the split sizes.
-SPIDER_DATABASES ?= ../shared/spider/database
+# Real data (make bundle): Spider's database folder (no default: download Spider, see README) and the sizes.
+SPIDER_DATABASES ?=
 ROWS ?= 2000
 RL_ROWS ?= 600
 EVAL_ROWS ?= 300
 OUT ?= out
+ZIP ?= $(OUT)/spider-scoring.zip
+# `make test`: extra pytest arguments (e.g. PYTEST_ARGS="-k grade -x"); real-data tests read SPIDER_DATA.
+PYTEST_ARGS ?=
+SPIDER_DATA ?=
 
-.PHONY: help setup demo test docs test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader service-image serve loadtest
+PREPARED := $(OUT)/prepare-summary.json
+PREPARED_FROM := $(OUT)/prepared-from
+PIPELINE := $(OUT)/pipeline.json
+BUNDLE_SOURCES := $(wildcard bundle/*.py)
+PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/common/*.py)
+NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-help:
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
+.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader service-image serve loadtest docs lint
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
+		| sed -e 's|[$$](OUT)|$(OUT)|g' -e 's|[$$](ZIP)|$(ZIP)|g' -e 's|[$$](SERVE_PORT)|$(SERVE_PORT)|g' | sort
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,98 +45,129 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed ## create .venv and install the harness with its test tools
 
-test: setup ## run the whole test suite (docker tests skip, with the reason, where no engine is reachable)
-	$(PY) -m pytest -n auto -q
+test: setup ## run the whole test suite, type check, lint and docs build (docker tests skip, with the reason, where no engine is reachable)
+	$(PY) -m mypy
+	$(PY) -m ruff check
+	$(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/site
+	BASE_IMAGE=$(BASE_IMAGE) SPIDER_DATA=$(SPIDER_DATA) $(PY) -m pytest -n auto -q $(PYTEST_ARGS)
 
 test-fast: setup ## the suite without slow, docker and real-data tests
-	$(PY) -m pytest -n auto -q -m "not slow and not docker and not real_data"
+	$(PY) -m pytest -n auto -q -m "not slow and not docker and not real_data" $(PYTEST_ARGS)
+
+lint: setup ## type check (mypy) and lint (ruff) bundle/, harness/ and tests/
+	$(PY) -m mypy
+	$(PY) -m ruff check
 
 # The main job on the embedded sample (fixtures/): no network, no trainer, no Docker.
 DEMO ?= out/demo
 demo: setup ## the main job on the embedded sample, offline: prepare, pack, verify, emulate reward and grader, grade, report
-	$(HARNESS) prepare --sample --out $(DEMO)
-	$(HARNESS) pack --out $(DEMO) --output $(DEMO)/spider-scoring.zip
-	$(HARNESS) verify --in-process --zip $(DEMO)/spider-scoring.zip --out $(DEMO) --report $(DEMO)/verify.json
-	$(HARNESS) emulate reward --in-process --zip $(DEMO)/spider-scoring.zip --out $(DEMO)
-	$(HARNESS) emulate grader --in-process --zip $(DEMO)/spider-scoring.zip --out $(DEMO) \
-		--completions fixtures/sample/completions-eval.jsonl --results $(DEMO)/results-tuned.jsonl
-	$(HARNESS) grade --bundle $(DEMO)/spider-scoring.zip --eval $(DEMO)/data/eval.jsonl \
-		--completions fixtures/sample/completions-eval-base.jsonl --out $(DEMO)/results-base.jsonl
-	$(HARNESS) report base=$(DEMO)/results-base.jsonl tuned=$(DEMO)/results-tuned.jsonl --baseline base \
-		--markdown $(DEMO)/report.md --html $(DEMO)/report.html
-	@echo "demo done: $(DEMO)/ holds the splits, the bundle zip, per-row results and report.{md,html}"
+	$(HARNESS) prepare --sample --output $(DEMO)
+	$(HARNESS) pack --data $(DEMO)
+	$(HARNESS) verify --in-process --data $(DEMO) --json $(DEMO)/verify.json
+	$(HARNESS) emulate reward --in-process --data $(DEMO)
+	$(HARNESS) emulate grader --in-process --data $(DEMO) --completions fixtures/sample/completions-eval.jsonl --stage tuned
+	$(HARNESS) grade --data $(DEMO) --stage base --completions fixtures/sample/completions-eval-base.jsonl
+	$(HARNESS) report --data $(DEMO) base tuned --baseline base --markdown $(DEMO)/report.md --html $(DEMO)/report.html
+	@echo "demo done: $(DEMO)/ holds the splits, the bundle zip, per-row results (results/) and report.{md,html}"
 
-bench: setup ## print the scorer's benchmark figures on real Spider dev pairs
-	$(PY) -m harness bench
+bench: setup ## print the scorer's benchmark figures on real Spider dev pairs (SPIDER_DATA=DIR)
+	$(HARNESS) bench $(if $(SPIDER_DATA),--spider $(SPIDER_DATA))
 
-# Data preparation (README "Real use: preparing Spider"). PREPARE_ARGS passes extra options
-# (e.g. PREPARE_ARGS="--max-schema 700 --keep-empty-gold"); the API's pages are cached in .cache/.
-bundle: setup ## prepare $(OUT)/data/{train,rl,eval}.jsonl and the staged $(OUT)/bundle from Spider (ROWS, RL_ROWS, EVAL_ROWS, SPIDER_DATABASES)
-	$(HARNESS) prepare --databases $(SPIDER_DATABASES) --rows $(ROWS) --rl-rows $(RL_ROWS) --eval-rows $(EVAL_ROWS) --out $(OUT) $(PREPARE_ARGS)
+# --- the prepared folder: splits and staged bundle -------------------------------------------------
+# $(PREPARED_FROM) holds the prepare flags the folder was made from; it is rewritten only when they
+# change, so an unchanged `make bundle` does nothing and a changed size prepares again.
+define set-prepared-from
+	@mkdir -p $(OUT) && printf '%s\n' '$(strip $(1))' > $(PREPARED_FROM).new
+	@if cmp -s $(PREPARED_FROM).new $(PREPARED_FROM); then rm $(PREPARED_FROM).new; else mv $(PREPARED_FROM).new $(PREPARED_FROM); fi
+endef
+
+bundle: setup ## prepare $(OUT)/data/{train,rl,eval}.jsonl and the staged $(OUT)/bundle from Spider (SPIDER_DATABASES, ROWS, RL_ROWS, EVAL_ROWS)
+	@test -n "$(SPIDER_DATABASES)" || { echo "make bundle: $(NO_SPIDER)" >&2; exit 2; }
+	@test -d "$(SPIDER_DATABASES)" || { echo "make bundle: SPIDER_DATABASES=$(SPIDER_DATABASES) is not a folder. $(NO_SPIDER)" >&2; exit 2; }
+	$(call set-prepared-from,--databases $(SPIDER_DATABASES) --rows $(ROWS) --rl-rows $(RL_ROWS) --eval-rows $(EVAL_ROWS) $(PREPARE_ARGS))
+	@$(MAKE) --no-print-directory $(PREPARED)
 
 sample-bundle: setup ## the same from the embedded sample (fixtures/), offline: $(OUT)/data and $(OUT)/bundle
-	$(HARNESS) prepare --sample --out $(OUT) $(PREPARE_ARGS)
+	$(call set-prepared-from,--sample $(PREPARE_ARGS))
+	@$(MAKE) --no-print-directory $(PREPARED)
 
-# Packing, the emulated trainer and pre-push verification (README "Packing", "Emulated trainer",
-# "Pre-push verification", "Docker"). VERIFY_ARGS passes extra options (e.g. "--in-process").
-ZIP ?= dist/spider-scoring.zip
-GRADER_COMPLETIONS ?= fixtures/sample/completions-eval.jsonl
-pack: setup ## zip the staged $(OUT)/bundle into $(ZIP) reproducibly; print its SHA-256 and sizes
-	$(HARNESS) pack --out $(OUT) --output $(ZIP)
+$(PREPARED_FROM):
+	@if [ -n "$(SPIDER_DATABASES)" ]; then $(MAKE) --no-print-directory bundle; else \
+		echo "nothing is prepared in $(OUT) yet. $(NO_SPIDER)" >&2; exit 2; fi
+
+$(PREPARED): $(PREPARED_FROM) $(BUNDLE_SOURCES) $(PREPARE_SOURCES) | setup
+	$(HARNESS) prepare $$(cat $(PREPARED_FROM)) --output $(OUT)
+
+# --- the zip, the images, verification --------------------------------------------------------------
+$(ZIP): $(PREPARED) harness/prepare/pack.py harness/common/bundle_zip.py | setup
+	$(HARNESS) pack --data $(OUT) --output $(ZIP)
+
+pack: $(ZIP) ## zip the staged $(OUT)/bundle into $(ZIP) reproducibly, when missing or stale; print its SHA-256
+	@$(PY) -c 'import hashlib, sys; print("zip", sys.argv[1], "sha256", hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' $(ZIP)
 
 image: setup ## build the trainer container image on BASE_IMAGE (tagged by a hash of its inputs, built once per change)
 	$(HARNESS) image --base-image $(BASE_IMAGE)
 
-verify: pack image ## pre-push verification of $(ZIP) with $(OUT)/data by the emulated trainer in a locked-down container
-	$(HARNESS) verify --zip $(ZIP) --out $(OUT) --base-image $(BASE_IMAGE) $(VERIFY_ARGS)
+verify: $(ZIP) image ## pre-push verification of $(ZIP) with the splits in $(OUT) by the emulated trainer in a locked-down container
+	$(HARNESS) verify --data $(OUT) --zip $(ZIP) --base-image $(BASE_IMAGE) $(VERIFY_ARGS)
 
 hooks: setup ## install the git pre-push hook that runs `make verify`
 	$(HARNESS) hooks
 
-test-grader: pack image ## the grader job over $(OUT)/data/eval.jsonl in the container with GRADER_COMPLETIONS (the sample's)
-	$(HARNESS) emulate grader --zip $(ZIP) --out $(OUT) --completions $(GRADER_COMPLETIONS) --base-image $(BASE_IMAGE)
+GRADER_COMPLETIONS ?= fixtures/sample/completions-eval.jsonl
+test-grader: $(ZIP) image ## the grader job over $(OUT)/data/eval.jsonl in the container with GRADER_COMPLETIONS (the sample's)
+	$(HARNESS) emulate grader --data $(OUT) --zip $(ZIP) --completions $(GRADER_COMPLETIONS) --base-image $(BASE_IMAGE)
 
-# Pipeline and submission (README "Pipeline and submission"). PIPELINE_ARGS / SUBMIT_ARGS pass
-# extra options (e.g. PIPELINE_ARGS="--rl-max-steps 80"); DRY_RUN=1 prints the commands only.
-pipeline: setup ## write $(OUT)/pipeline.json (base -> SFT -> GRPO, each scored) and validate it against $(OUT)/data
-	$(HARNESS) pipeline --out $(OUT) $(PIPELINE_ARGS)
+# --- pipeline and submission ------------------------------------------------------------------------
+# $(OUT)/pipeline-args holds PIPELINE_ARGS, rewritten (when a goal needs pipeline.json) only when they
+# change: then pipeline.json is stale.
+ifneq ($(filter pipeline submit $(PIPELINE),$(MAKECMDGOALS)),)
+_ := $(shell mkdir -p $(OUT) && printf '%s\n' '$(strip $(PIPELINE_ARGS))' > $(OUT)/pipeline-args.new && \
+	{ cmp -s $(OUT)/pipeline-args.new $(OUT)/pipeline-args && rm $(OUT)/pipeline-args.new || mv $(OUT)/pipeline-args.new $(OUT)/pipeline-args; })
+endif
 
-submit: setup ## verify the bundle, register data + bundle, start $(OUT)/pipeline.json on the trainer and wait (DRY_RUN=1: print only)
-	$(HARNESS) submit --out $(OUT) $(if $(DRY_RUN),--dry-run) $(if $(NEW_PIPELINE),--new-pipeline) $(SUBMIT_ARGS)
+$(PIPELINE): $(PREPARED) $(OUT)/pipeline-args harness/submit/pipeline.py | setup
+	$(HARNESS) pipeline --data $(OUT) --output $(PIPELINE) $(PIPELINE_ARGS)
 
-# Grading and reports (README "Grading and reports"). `make grade STAGE=sft` grades
-# $(OUT)/completions-sft.jsonl (or COMPLETIONS=...) into $(OUT)/results-sft.jsonl;
-# `make report RESULTS="base=out/results-base.jsonl sft=out/results-sft.jsonl" BASELINE=sft`.
-GRADE_BUNDLE ?= $(OUT)/bundle
-COMPLETIONS ?= $(OUT)/completions-$(STAGE).jsonl
-grade: setup ## grade COMPLETIONS (default $(OUT)/completions-$(STAGE).jsonl) on $(OUT)/data/eval.jsonl into $(OUT)/results-$(STAGE).jsonl
-	@test -n "$(STAGE)" || { echo "make grade: give STAGE=<name> (e.g. STAGE=sft)"; exit 2; }
-	$(HARNESS) grade --bundle $(GRADE_BUNDLE) --eval $(OUT)/data/eval.jsonl --completions $(COMPLETIONS) --out $(OUT)/results-$(STAGE).jsonl
+pipeline: $(PIPELINE) ## write $(OUT)/pipeline.json (base -> SFT -> GRPO, each scored) and validate it against $(OUT)/data (PIPELINE_ARGS)
 
-report: setup ## compare RESULTS="label=path ..." against BASELINE; print the table, write $(OUT)/report.md and $(OUT)/report.html
-	$(HARNESS) report $(RESULTS) $(if $(BASELINE),--baseline $(BASELINE)) --markdown $(OUT)/report.md --html $(OUT)/report.html $(REPORT_ARGS)
+submit: $(ZIP) $(PIPELINE) ## verify the bundle, register data + bundle, start $(OUT)/pipeline.json on the trainer and wait (DRY_RUN=1: print only)
+	$(HARNESS) submit --data $(OUT) --zip $(ZIP) $(if $(DRY_RUN),--dry-run) $(if $(NEW_PIPELINE),--new-pipeline) $(SUBMIT_ARGS)
 
-# Grader service (README "Grader service (http: graders)"). SERVE_ARGS / LOADTEST_ARGS pass extra
-# options (e.g. SERVE_ARGS="--workers 4 --local", LOADTEST_ARGS="--requests 1000 --docker").
+# --- grading and reports ----------------------------------------------------------------------------
+# `make grade STAGE=sft` grades $(OUT)/completions/sft.jsonl (or COMPLETIONS=FILE) into $(OUT)/results/sft.jsonl;
+# `make report STAGES="base sft rl" BASELINE=sft` compares them.
+grade: $(ZIP) ## grade STAGE's completions ($(OUT)/completions/STAGE.jsonl, or COMPLETIONS=FILE) on $(OUT)/data/eval.jsonl into $(OUT)/results/STAGE.jsonl
+	@test -n "$(STAGE)" || { echo "make grade: give STAGE=<name> (e.g. STAGE=sft)" >&2; exit 2; }
+	$(HARNESS) grade --data $(OUT) --zip $(ZIP) --stage $(STAGE) $(if $(COMPLETIONS),--completions $(COMPLETIONS))
+
+report: setup ## compare STAGES="base sft rl" (their results in $(OUT)/results/) against BASELINE; print the table, write $(OUT)/report.md and $(OUT)/report.html
+	@test -n "$(STAGES)" || { echo "make report: give STAGES=\"base sft ...\" (graded with make grade STAGE=...)" >&2; exit 2; }
+	$(HARNESS) report --data $(OUT) $(STAGES) $(if $(BASELINE),--baseline $(BASELINE)) --markdown $(OUT)/report.md --html $(OUT)/report.html $(REPORT_ARGS)
+
+# --- grader service ---------------------------------------------------------------------------------
 SERVE_PORT ?= 8000
 service-image: setup ## build the grader service's container image on BASE_IMAGE (offline, from pinned wheels; tagged by a hash of its inputs)
 	$(HARNESS) service-image --base-image $(BASE_IMAGE)
 
-serve: pack ## serve $(ZIP)'s grader over HTTP in its locked-down container on 127.0.0.1:$(SERVE_PORT) (Ctrl-C stops it)
+serve: $(ZIP) ## serve $(ZIP)'s grader over HTTP in its locked-down container on 127.0.0.1:$(SERVE_PORT) (Ctrl-C stops it)
 	$(HARNESS) serve --zip $(ZIP) --port $(SERVE_PORT) --base-image $(BASE_IMAGE) $(SERVE_ARGS)
 
-loadtest: pack ## load-test the grader service on $(ZIP) over loopback (5,000 requests at concurrency 32, then with a runaway query every 100th)
-	$(HARNESS) loadtest --zip $(ZIP) --out $(OUT) --base-image $(BASE_IMAGE) $(LOADTEST_ARGS)
+loadtest: $(ZIP) ## load-test the grader service on $(ZIP) over loopback (5,000 requests on 32 threads, then with a runaway query every 100th)
+	$(HARNESS) loadtest --data $(OUT) --zip $(ZIP) --base-image $(BASE_IMAGE) $(LOADTEST_ARGS)
 
+# --- machine set-up (root) and housekeeping ---------------------------------------------------------
 docker-engine: ## install (if needed) and start a local Docker engine (root)
 	bash docker/start-engine.sh
 
 docker-base: ## build the offline Debian base images (bookworm: Python 3.11; bullseye: 3.9) with debootstrap (root)
-	bash docker/build-base.sh $(BASE_IMAGE) bookworm
+	bash docker/build-base.sh spider-scoring-base:bookworm bookworm
 	bash docker/build-base.sh spider-scoring-base:bullseye bullseye
 
-docs: setup ## regenerate README's command-line reference from the commands' own options
+docs: setup ## regenerate the command-line reference (docs/reference/cli.md) and build the docs site strictly into .venv/site
 	$(PY) -m harness.commands.docs --write
+	$(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 
-clean: ## remove build outputs (out/, dist/) but not the download cache
-	rm -rf $(OUT) dist build
+clean: ## remove build outputs ($(OUT)/) but not the download cache
+	rm -rf $(OUT) build
+
