@@ -27,9 +27,11 @@ import threading
 import time
 from typing import Any, Callable
 
-# Exit status of a worker ended by the watchdog. gunicorn halts the whole server on 3 and 4
-# (boot / app-load errors), so those are avoided; 70 is EX_SOFTWARE in sysexits.h.
-WATCHDOG_EXIT = 70
+from harness.common import errors
+
+# Exit status of a worker ended by the watchdog (the project's exit-code table): gunicorn halts the
+# whole server on 3 and 4 (boot / app-load errors), so those are avoided; 70 is EX_SOFTWARE.
+WATCHDOG_EXIT = errors.WATCHDOG_EXIT
 
 log = logging.getLogger("spider_grader.watchdog")
 

@@ -17,8 +17,11 @@ anything else could import the library.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import resource
+import struct
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -114,9 +117,6 @@ class Metrics:
 
 def _locked(directory: Path, mode: int):
     """An flock on the folder's lock file: shared for a scrape, exclusive for a compaction."""
-    import contextlib
-    import fcntl
-
     @contextlib.contextmanager
     def held():
         with open(directory / LOCK_FILE, "a+b") as handle:
@@ -136,8 +136,7 @@ def compact(directory: Path, pid: int) -> int:
     exclusive lock that scrapes share, so no scrape sees a count twice or not at all (a counter
     that seems to go back is read by Prometheus as a reset). Returns the number of values moved.
     """
-    import fcntl
-    from prometheus_client.mmap_dict import MmapedDict
+    from prometheus_client.mmap_dict import MmapedDict  # after Metrics.create chose the mode (module docstring)
     moved = 0
     with _locked(directory, fcntl.LOCK_EX):
         for kind in ("counter", "histogram"):
@@ -174,12 +173,10 @@ class _SettledFiles:
         self.directory, self.attempts = directory, attempts
 
     def collect(self):
-        import fcntl
         with _locked(self.directory, fcntl.LOCK_SH):  # never in the middle of a compaction
             return self._collect()
 
     def _collect(self):
-        import struct
         from prometheus_client.multiprocess import MultiProcessCollector
         for attempt in range(self.attempts):
             files = []

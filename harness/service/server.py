@@ -34,10 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.service import settings as service_settings
+from gunicorn.app.base import BaseApplication
+
 from harness.common.errors import HarnessError
 from harness.service.app import GraderApp, WorkerLink
 from harness.service.bundle import ServedBundle, require_zip
 from harness.service.guard import Watchdog
+from harness.service.metrics import Metrics  # it imports prometheus_client only once Metrics.create set the mode
 from harness.service.settings import ServiceSettings
 
 log = logging.getLogger("spider_grader.server")
@@ -72,8 +75,6 @@ def logging_config(level: str = "INFO") -> dict[str, Any]:
 
 
 def _gunicorn_application() -> type:
-    from gunicorn.app.base import BaseApplication
-
     class GraderServer(BaseApplication):
         """gunicorn, configured from a dict and serving an application built beforehand."""
 
@@ -161,7 +162,6 @@ def serve(args: argparse.Namespace) -> int:
     bundle = ServedBundle.load(require_zip(args.zip), args.workdir)
     arbiter_pid = os.getpid()
     try:
-        from harness.service.metrics import Metrics  # imports prometheus_client: only after the env is set
         metrics = Metrics.create(args.metrics_dir or tempfile.mkdtemp(prefix="spider-grader-metrics-"),
                                  bundle.outcomes)
         data = bundle.health()
