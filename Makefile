@@ -48,7 +48,7 @@ setup: $(VENV)/.installed ## create .venv and install the harness with its test 
 test: setup ## run the whole test suite, type check, lint and docs build (docker tests skip, with the reason, where no engine is reachable)
 	$(PY) -m mypy
 	$(PY) -m ruff check
-	$(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/site
+	$(PY) -m mkdocs build --strict --site-dir $(VENV)/site
 	BASE_IMAGE=$(BASE_IMAGE) SPIDER_DATA=$(SPIDER_DATA) $(PY) -m pytest -n auto -q $(PYTEST_ARGS)
 
 test-fast: setup ## the suite without slow, docker and real-data tests
@@ -166,7 +166,7 @@ docker-base: ## build the offline Debian base images (bookworm: Python 3.11; bul
 
 docs: setup ## regenerate the command-line reference (docs/reference/cli.md) and build the docs site strictly into .venv/site
 	$(PY) -m harness.commands.docs --write
-	$(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/site
+	$(PY) -m mkdocs build --strict --site-dir $(VENV)/site
 
 clean: ## remove build outputs ($(OUT)/) but not the download cache
 	rm -rf $(OUT) build

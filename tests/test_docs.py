@@ -1,22 +1,28 @@
-"""README.md documents every make target, CLI command and option, setting, limit and outcome
-(datasette's tests/test_docs.py idea): adding one without documenting it fails here."""
+"""The README (the door) and docs/ (the reference) document every make target and variable, CLI
+command and option, setting, limit, outcome, bundle error and exit code (datasette's
+tests/test_docs.py idea): adding one without documenting it fails here. The site builds strictly."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bundle import scoring_limits, verify
 from harness import cli
-from harness.commands import docs as cli_reference
+from harness.commands import docs
+from harness.common.outcomes import BUNDLE_ERRORS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 MAKEFILE = (ROOT / "Makefile").read_text(encoding="utf-8")
+DOCS = {p.relative_to(ROOT / "docs").as_posix(): p.read_text(encoding="utf-8") for p in (ROOT / "docs").rglob("*.md")}
+BUNDLE_PAGE = DOCS["bundle.md"]
 
 
 def make_targets() -> list[str]:
@@ -27,18 +33,37 @@ def make_variables() -> list[str]:
     return re.findall(r"^([A-Z][A-Z0-9_]*) \?=", MAKEFILE, flags=re.M)
 
 
-def command_options() -> list[tuple[str, str]]:
+def command_options() -> list[tuple[str, argparse.Action]]:
     out = []
     for name, (module_name, _help) in cli.COMMANDS.items():
         parser = argparse.ArgumentParser()
         importlib.import_module(module_name).add_arguments(parser)
-        for action in parser._actions:
-            out += [(name, opt) for opt in action.option_strings if opt.startswith("--") and opt != "--help"]
+        out += [(name, action) for action in parser._actions if not isinstance(action, argparse._HelpAction)]
     return out
+
+
+def make(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
 def test_there_is_something_to_check():
     assert len(make_targets()) >= 15 and len(cli.COMMANDS) >= 10 and len(command_options()) >= 40
+
+
+# -- the README: a door --------------------------------------------------------------------------
+def test_the_readme_is_short_and_its_links_resolve():
+    assert len(README.splitlines()) <= 250
+    for target in re.findall(r"\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)", README):
+        assert (ROOT / target).is_file(), target
+
+
+def test_the_two_setup_commands_are_first():
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "make demo" in quick and "make test" in quick
+
+
+def test_ci_runs_the_readme_test_command():
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
 @pytest.mark.parametrize("target", make_targets())
@@ -48,31 +73,49 @@ def test_make_target_in_the_targets_table(target):
 
 @pytest.mark.parametrize("variable", make_variables())
 def test_make_variable_documented(variable):
-    assert re.search(rf"\b{variable}\b", README), f"Makefile variable {variable} is not in README"
+    assert re.search(rf"\b{variable}\b", README + "".join(DOCS.values())), f"Makefile variable {variable} is undocumented"
 
 
-def test_command_line_reference_is_current():
-    block = cli_reference.current_block(README)
-    assert block is not None, "README lacks the command-line reference block"
-    assert block == cli_reference.render(), "README's command-line reference is stale: run `make docs`"
+# -- the Makefile's variables follow each other and fit a user's machine --------------------------
+def test_make_help_prints_no_unexpanded_variable():
+    done = make("help", "OUT=elsewhere")
+    assert done.returncode == 0 and "elsewhere/spider-scoring.zip" in done.stdout
+    assert "$(" not in done.stdout
+
+
+def test_the_zip_follows_out():
+    done = make("-n", "-o", "somewhere/prepare-summary.json", "pack", "OUT=somewhere")  # as if prepared
+    assert "somewhere/spider-scoring.zip" in done.stdout and "dist/" not in done.stdout
+
+
+def test_no_default_points_into_this_development_setup():
+    assert "../shared" not in MAKEFILE
+    assert re.search(r"^BASE_IMAGE \?= python:3\.11-slim$", MAKEFILE, flags=re.M)
+    done = make("bundle", "OUT=/nonexistent/out", "SPIDER_DATABASES=")
+    assert done.returncode != 0 and "SPIDER_DATABASES=" in done.stderr and "yale-lily.github.io/spider" in done.stderr
+
+
+# -- docs/: the reference --------------------------------------------------------------------------
+@pytest.mark.parametrize("page, make_page", [(p.name, m) for p, m in docs.PAGES.items()])
+def test_the_generated_reference_is_current(page, make_page):
+    assert DOCS[f"reference/{page}"] == make_page(), f"docs/reference/{page} is stale: run `make docs`"
+
+
+@pytest.mark.parametrize("command, action", command_options(), ids=lambda v: getattr(v, "dest", v))
+def test_every_cli_option_has_help(command, action):
+    assert action.help, f"{command} {action.option_strings or action.dest} has no help text"
 
 
 @pytest.mark.parametrize("command", list(cli.COMMANDS))
-def test_cli_command_documented(command):
-    assert f"#### `python3 -m harness {command}`" in README, f"CLI command {command!r} is not in README"
-
-
-@pytest.mark.parametrize("command, option", command_options())
-def test_cli_option_documented(command, option):
-    section = README.split(f"#### `python3 -m harness {command}`", 1)[-1].split("####", 1)[0]
-    assert f"`{option}`" in section, f"{command} {option} is not in README"
+def test_cli_command_in_the_reference(command):
+    assert f"## `{command}`" in DOCS["reference/cli.md"]
 
 
 @pytest.mark.parametrize("name, default, unit, meaning", scoring_limits.SETTINGS)
 def test_limit_in_the_limits_table(name, default, unit, meaning):
-    row = re.search(rf"^\| `{name}` \| ([^|]+) \|", README, flags=re.M)
-    assert row, f"limit {name} is not in README's limits table"
-    assert float(row.group(1).strip()) == float(default), f"README gives {name} = {row.group(1)}, code {default}"
+    row = re.search(rf"^\| `{name}` \| ([^|]+) \|", BUNDLE_PAGE, flags=re.M)
+    assert row, f"limit {name} is not in docs/bundle.md's limits table"
+    assert float(row.group(1).strip()) == float(default), f"docs give {name} = {row.group(1)}, code {default}"
 
 
 def test_settings_table_matches_the_dataclass():
@@ -83,13 +126,27 @@ def test_settings_table_matches_the_dataclass():
 
 @pytest.mark.parametrize("outcome", verify.OUTCOMES)
 def test_outcome_in_the_outcomes_table(outcome):
-    assert re.search(rf"^\| `{outcome}` \|", README, flags=re.M), f"outcome {outcome} is not in README"
+    assert re.search(rf"^\| `{outcome}` \|", BUNDLE_PAGE, flags=re.M), f"outcome {outcome} is not in docs/bundle.md"
 
 
-def test_the_two_setup_commands_are_first():
-    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    assert "make demo" in quick and "make test" in quick
+@pytest.mark.parametrize("code", [c for c in BUNDLE_ERRORS if c != "scoring_infrastructure"])
+def test_bundle_error_in_the_errors_table(code):
+    known = BUNDLE_ERRORS[code]
+    assert f"| `{known.name}` | `{code}` | {known.exit_code} |" in BUNDLE_PAGE
 
 
-def test_ci_runs_the_readme_test_command():
-    assert "make test" in (ROOT / ".ci" / "run").read_text()
+def test_the_docs_site_builds_strictly(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                           str(tmp_path / "site")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "architecture" / "index.html").is_file()
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path):
+    site = tmp_path / "project"
+    (site / "docs").mkdir(parents=True)
+    (site / "docs" / "index.md").write_text("# x\n\n[nowhere](missing.md)\n")
+    (site / "mkdocs.yml").write_text("site_name: x\nstrict: true\n")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], capture_output=True,
+                          text=True, cwd=site, timeout=120)
+    assert done.returncode != 0 and "missing.md" in done.stdout + done.stderr

@@ -43,11 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_name_arguments(parser: argparse.ArgumentParser) -> None:
     """--base-model, --bundle, --workload, --*-dataset: shared by `pipeline` and `submit`."""
     group = parser.add_argument_group("trainer-facing names (defaults: harness/submit/names.py)")
-    group.add_argument("--base-model", default=DEFAULT_NAMES.base_model)
-    group.add_argument("--bundle", default=DEFAULT_NAMES.bundle)
-    group.add_argument("--workload", default=DEFAULT_NAMES.workload)
+    group.add_argument("--base-model", default=DEFAULT_NAMES.base_model, metavar="REPO",
+                       help="the base model's repository id (default: %(default)s)")
+    group.add_argument("--bundle", default=DEFAULT_NAMES.bundle, metavar="NAME",
+                       help="the bundle's registered name (default: %(default)s)")
+    group.add_argument("--workload", default=DEFAULT_NAMES.workload, metavar="NAME",
+                       help="the workload owning the runs (default: %(default)s)")
     for split, dataset in DEFAULT_NAMES.datasets.items():
-        group.add_argument(f"--{split}-dataset", default=dataset)
+        group.add_argument(f"--{split}-dataset", default=dataset, metavar="NAME",
+                           help=f"the {split} split's registered dataset (default: %(default)s)")
 
 
 def names_from_args(args: argparse.Namespace) -> Names:
