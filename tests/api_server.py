@@ -65,13 +65,13 @@ class ApiServer:
                                         daemon=True)
 
     @classmethod
-    def from_pages(cls, files: dict[str, Path], **kw: str) -> "ApiServer":
+    def from_pages(cls, files: dict[str, Path], **kw: str) -> ApiServer:
         """Rows from whole-split files in the /rows shape (fixtures/sample/rows-*.json)."""
         return cls({split: [r["row"] for r in json.loads(Path(p).read_text(encoding="utf-8"))["rows"]]
                     for split, p in files.items()}, **kw)
 
     @classmethod
-    def from_spider(cls, spider_dir: Path) -> "ApiServer":
+    def from_spider(cls, spider_dir: Path) -> ApiServer:
         """The real release: train_spider.json (3 fields) as ``train``, dev.json as ``validation``."""
         fields = ("db_id", "query", "question", "query_toks", "query_toks_no_value", "question_toks")
 
@@ -86,7 +86,7 @@ class ApiServer:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> "ApiServer":
+    def __enter__(self) -> ApiServer:
         self._thread.start()
         return self
 

@@ -83,7 +83,6 @@ def _unavailable(problem: str) -> None:
 def docker_engine() -> None:
     """Skip, saying why, when no Docker engine answers (tests that run containers ask for it)."""
     import docker
-
     from harness.containers.trainer import DEFAULT_BASE_IMAGE, engine_problem
     problem = engine_problem()
     if problem:

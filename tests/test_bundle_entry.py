@@ -10,11 +10,17 @@ import sys
 import pytest
 
 from bundle import bundle_index, grader, reward, scoring_entry
-from bundle.scoring_errors import (BundleDataError, CallArgumentsError, DatabaseUnavailableError, GoldQueryError,
-                                   RowResolutionError, ScoringInfrastructureError, StaleBundleError)
-from harness.prepare.bundle_data import IndexRow
-
+from bundle.scoring_errors import (
+    BundleDataError,
+    CallArgumentsError,
+    DatabaseUnavailableError,
+    GoldQueryError,
+    RowResolutionError,
+    ScoringInfrastructureError,
+    StaleBundleError,
+)
 from conftest import stage_bundle
+from harness.prepare.bundle_data import IndexRow
 
 GOLD = "SELECT count(*) FROM Owner"
 SHARED_GOLD = "SELECT count(*) FROM Customers"  # stored under music_shop and bakery in the sample

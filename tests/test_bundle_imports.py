@@ -73,4 +73,4 @@ def test_uses_only_python39_syntax():
         for node in ast.walk(tree):
             assert not isinstance(node, ast.Match), path
             if isinstance(node, ast.keyword):
-                assert not (node.arg in {"slots", "kw_only"}), (path, node.arg)
+                assert node.arg not in {"slots", "kw_only"}, (path, node.arg)

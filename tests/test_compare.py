@@ -9,8 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundle.sql_compare import (CompareBudgetExceeded, ResultShape, Segment, bag_shape, compare, normalize_rows,
-                                rows_fit, value_key)
+from bundle.sql_compare import (
+    CompareBudgetExceeded,
+    ResultShape,
+    Segment,
+    bag_shape,
+    compare,
+    normalize_rows,
+    rows_fit,
+    value_key,
+)
 
 
 def ordered_shape(rows, segments, ncols=None):

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from api_server import ApiServer, Fault
-from harness.prepare.api_cache import PageCache, PageError, parse_page
 from harness.common.errors import FetchError, InputError
+from harness.prepare.api_cache import PageCache, PageError, parse_page
 from harness.prepare.fetch_rows import FetchPolicy, RowFetcher, retry_after_seconds
 
 

@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.loadtest import run as loadtest
 from harness.common.errors import InputError
 from harness.common.rows import read_split
+from harness.loadtest import run as loadtest
 from harness.loadtest.local_server import LocalServer
+from harness.loadtest.workload import KINDS, RUNAWAY_SQL, Probe, build_probes, calibrate, first_table, hostile_cases, schedule
 from harness.service.settings import ServiceSettings
-from harness.loadtest.workload import (KINDS, RUNAWAY_SQL, Probe, build_probes, calibrate, first_table,
-                                      hostile_cases, schedule)
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.common import bundle_zip
-from harness.prepare import pack
 from harness.common.errors import PackError
+from harness.prepare import pack
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,7 @@ from harness import cli
 from harness.common.errors import InputError
 from harness.common.layout import Prepared
 from harness.submit.names import DEFAULT_NAMES, Names
-from harness.submit.pipeline import (PipelineParams, build_pipeline, check_data, estimate_tokens, validate,
-                              validate_structure)
+from harness.submit.pipeline import PipelineParams, build_pipeline, check_data, estimate_tokens, validate, validate_structure
 
 
 def chat(user: str, answer: str = "SELECT 1", system: str = "Write one SQLite query.") -> dict:

@@ -12,16 +12,15 @@ from pathlib import Path
 import pytest
 
 from api_server import ApiServer, Fault
-from bundle.bundle_index import normalize_gold
 from bundle import verify as bundle_verify
+from bundle.bundle_index import normalize_gold
 from conftest import BUNDLE_SRC, FIXTURES, ROOT, run_prepare
 from harness.cli import main
-from harness.prepare import job
-from harness.prepare import splits
-from harness.prepare.api_cache import PageCache
 from harness.common.errors import FetchError
-from harness.prepare.fetch_rows import FetchPolicy, RowFetcher
+from harness.prepare import job, splits
+from harness.prepare.api_cache import PageCache
 from harness.prepare.bundle_data import build_sqlite
+from harness.prepare.fetch_rows import FetchPolicy, RowFetcher
 
 SPLITS = ("train", "rl", "eval")
 INSTRUCTION_LINES = ["You answer questions about a database with one SQLite query.",
@@ -91,7 +90,7 @@ def test_only_the_used_databases_are_staged(prepared_sample):
     used = {r["db_id"] for r in index["rows"]}
     staged = {p.stem for p in (prepared_sample / "bundle" / "data" / "databases").iterdir()}
     assert staged == used == set(index["databases"])
-    for db_id, entry in index["databases"].items():
+    for entry in index["databases"].values():
         data = (prepared_sample / "bundle" / "data" / entry["file"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == entry["sha256"] and len(data) == entry["bytes"]
     assert summary["databases"]["count"] == len(used)

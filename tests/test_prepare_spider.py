@@ -14,8 +14,8 @@ import pytest
 
 from api_server import ApiServer
 from conftest import SPIDER_PREPARE_ARGS, run_prepare
-from harness.prepare.bundle_data import schema_lines
 from harness.common.files import sha256_file
+from harness.prepare.bundle_data import schema_lines
 from harness.prepare.job import DEFAULT_MAX_SCHEMA
 from test_prepare import SPLITS, load, output_files, score_staged_rows
 
@@ -26,7 +26,7 @@ def dev_rows(spider_dir: Path) -> list[dict]:
     return json.loads((spider_dir / "dev.json").read_text(encoding="utf-8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def usable_database(spider_dir: Path, db_id: str) -> bool:
     """Present, and with a schema that fits --max-schema (read independently of prepare)."""
     path = spider_dir / "database" / db_id / f"{db_id}.sqlite"

@@ -10,8 +10,8 @@ import pytest
 
 from bundle import verify as bundle_verify
 from harness.common import prompts
-from harness.prepare import splits
 from harness.common.errors import InputError
+from harness.prepare import splits
 
 
 def row(db_id: str, gold: str, question: str = "q?") -> dict:

@@ -14,7 +14,6 @@ import pytest
 
 from bundle import sql_guard
 from bundle.verify import gold_shape, verify
-
 from conftest import find_spider
 
 pytestmark = [pytest.mark.real_data, pytest.mark.slow]

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import compare as report
 from harness.cli import main
 from harness.common.errors import InputError
-from harness.report.stats import format_p
 from harness.common.results import RowResult, write_results
+from harness.report import compare as report
+from harness.report.stats import format_p
 
 GOLDS = {  # gold -> its Spider level (worked out in tests/test_difficulty.py)
     "SELECT count(*) FROM singer": "easy",

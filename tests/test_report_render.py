@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from harness.common.results import RowResult
 from harness.report import render as report_render
 from harness.report.compare import Stage, build_report
-from harness.common.results import RowResult
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from harness.common.bundle_loader import load_bundle
 from harness.common.completions import read_completions
 from harness.common.errors import HarnessError
-from harness.common.bundle_loader import load_bundle
 from harness.common.rows import read_split
 from harness.emulator.grader_job import grade_split
 from harness.emulator.hostile import load_cases
 from harness.loadtest.local_server import LocalServer, request
-from harness.service.settings import SETTINGS, ServiceSettings, flag
 from harness.loadtest.workload import first_table
+from harness.service.settings import SETTINGS, ServiceSettings, flag
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_COMPLETIONS = ROOT / "fixtures" / "sample" / "completions-eval.jsonl"

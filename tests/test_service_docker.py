@@ -10,19 +10,17 @@ import importlib.util
 import json
 import subprocess
 import sys
-import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from harness.prepare import pack
-from harness.containers.trainer import MOUNT
 from harness.common.rows import read_split
-from harness.containers.service import (NETWORK, NETWORK_OPTIONS, PORT, service_sources, image_tag, service_config,
-                                    service_limits)
-from harness.service.settings import MiB, ServiceSettings
+from harness.containers.service import NETWORK, NETWORK_OPTIONS, PORT, image_tag, service_config, service_limits, service_sources
+from harness.containers.trainer import MOUNT
 from harness.loadtest.workload import RUNAWAY_SQL
+from harness.prepare import pack
+from harness.service.settings import MiB, ServiceSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALLER = ROOT / "docker" / "service-install-wheels.py"
@@ -211,6 +209,7 @@ def test_make_serve_s_command_follows_the_container_and_removes_it_on_sigterm(do
     import os
     import re
     import signal
+
     import docker
     from harness.loadtest.local_server import request
     zip_path = tmp_path / "spider-scoring.zip"

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from harness.common.rows import read_split
-from harness.service.guard import WATCHDOG_EXIT, Watchdog
 from harness.loadtest.local_server import LocalServer
-from harness.service.settings import MiB, ServiceSettings
 from harness.loadtest.workload import RUNAWAY_SQL
+from harness.service.guard import WATCHDOG_EXIT, Watchdog
+from harness.service.settings import MiB, ServiceSettings
 
 LONG_DEADLINE = {"SPIDER_SCORING_TIMEOUT_S": "60"}  # the bundle would let the runaway run a minute
 
@@ -157,7 +157,7 @@ def test_sigterm_lets_the_request_in_flight_finish_then_the_server_exits(sample_
 def test_every_worker_runs_under_its_address_space_limit(sample_zip):
     def limit_of(pid: int) -> list[str]:
         limits = Path(f"/proc/{pid}/limits").read_text()
-        return next(l for l in limits.splitlines() if l.startswith("Max address space")).split()[3:5]
+        return next(line for line in limits.splitlines() if line.startswith("Max address space")).split()[3:5]
     with LocalServer(sample_zip, ServiceSettings(workers=2, worker_memory_bytes=700 * MiB)) as server:
         wait_for(lambda: len(server.workers()) == 2, what="both workers")
         # A worker just forked sets its limit in post_fork, a moment after it appears.
@@ -171,7 +171,7 @@ def test_a_worker_out_of_address_space_answers_503_and_is_replaced(sample_zip, r
     with LocalServer(sample_zip, ServiceSettings(workers=1)) as probe:
         probe.request("POST", "/grade", envelope(row, row.gold))
         status = Path(f"/proc/{probe.workers()[0]}/status").read_text()
-        warm_kib = int(next(l for l in status.splitlines() if l.startswith("VmSize")).split()[1])
+        warm_kib = int(next(line for line in status.splitlines() if line.startswith("VmSize")).split()[1])
     settings = ServiceSettings(workers=1, worker_memory_bytes=warm_kib * 1024 + 8 * MiB, max_batch_bytes=128 * MiB)
     with LocalServer(sample_zip, settings) as server:
         worker = server.workers()[0]
@@ -193,7 +193,7 @@ def test_a_worker_over_its_resident_memory_ceiling_is_retired_after_answering(sa
             assert reply.status == 200 and reply.json["score"] == 1.0  # answered first, then retired
             wait_for(lambda: server.workers() and server.workers()[0] not in pids, what="a fresh worker")
         assert len(pids) == 3
-        retired = [json.loads(l) for l in server.log_text().splitlines() if '"worker_retired"' in l]
+        retired = [json.loads(line) for line in server.log_text().splitlines() if '"worker_retired"' in line]
         assert len(retired) >= 3 and {r["reason"] for r in retired} == {"rss_over_limit"}
 
 

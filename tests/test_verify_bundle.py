@@ -14,19 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.common import bundle_loader as emulate
-
-from harness.emulator import checks as emulate_checks
-from harness.emulator.main import job_verify
-
 from harness.commands import hooks
-
-from harness.emulator import mutate
-
-from harness.prepare import pack
+from harness.common import bundle_loader as emulate
+from harness.common.errors import InputError, VerificationFailed
 from harness.common.layout import Prepared
 from harness.common.rows import SplitRow
-from harness.common.errors import InputError, VerificationFailed
+from harness.emulator import checks as emulate_checks
+from harness.emulator import mutate
+from harness.emulator.main import job_verify
+from harness.prepare import pack
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL_CHECKS = ["zip accepted", "splits well formed", "splits match the bundle", "eval unseen", "imports stdlib only",

@@ -30,9 +30,9 @@ import threading
 import time
 from pathlib import Path
 
+from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data
-from harness.common.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 

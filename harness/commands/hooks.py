@@ -12,8 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError
+from harness.common.files import atomic_write_bytes
 
 MARKER = "# installed by spider-scoring: python3 -m harness hooks"
 

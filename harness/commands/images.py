@@ -9,7 +9,8 @@ Both print the image's tag (a hash of its inputs) and size.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.commands import options
 from harness.containers import service, trainer

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import options
-from harness.common.layout import PREPARE_HINT, Prepared
 from harness.common.errors import PackError
+from harness.common.layout import PREPARE_HINT, Prepared
 from harness.prepare import pack
 
 

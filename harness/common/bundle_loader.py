@@ -34,11 +34,12 @@ import sys
 import tempfile
 import types
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from harness.common.errors import InputError, PackError
 from harness.common.bundle_zip import CAPS, Caps, check_entries
+from harness.common.errors import InputError, PackError
 
 _counter = itertools.count()
 
@@ -89,14 +90,14 @@ def extract_zip(zip_path: str | os.PathLike, dest: str | os.PathLike, caps: Caps
 
 def _set_read_only(root: Path) -> None:
     """Files 0444, folders 0555: the bundle cannot write next to itself (the trainer's folder is read-only)."""
-    for folder, dirs, files in os.walk(root):
+    for folder, _dirs, files in os.walk(root):
         for name in files:
             os.chmod(os.path.join(folder, name), 0o444)
         os.chmod(folder, 0o555)
 
 
 def _set_writable(root: Path) -> None:
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, _files in os.walk(root):
         os.chmod(folder, 0o755)
         for name in dirs:
             os.chmod(os.path.join(folder, name), 0o755)
@@ -157,7 +158,7 @@ class LoadedBundle:
             _set_writable(self.workdir)
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "LoadedBundle":
+    def __enter__(self) -> LoadedBundle:
         return self
 
     def __exit__(self, *exc: object) -> None:

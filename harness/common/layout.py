@@ -82,8 +82,8 @@ def hint(path: Path, prepared: Prepared | None = None) -> str:
     if name == "pipeline.json":
         return "write it: `make pipeline` (python3 -m harness pipeline)"
     if path.parent.name == "completions":
-        return (f"put the model's answers to the eval split there (one per row, docs/grading.md), "
-                f"or pass --completions FILE")
+        return ("put the model's answers to the eval split there (one per row, docs/grading.md), "
+                "or pass --completions FILE")
     if path.parent.name == "results":
         return f"grade that stage first: `make grade STAGE={path.stem}`"
     return PREPARE_HINT

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 INSTRUCTIONS = (
     "You answer questions about a database with one SQLite query.",

@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
-from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError
+from harness.common.files import atomic_write_bytes
 from harness.common.jsonl import read_jsonl
 from harness.common.outcomes import OUTCOMES, Outcome
 

@@ -27,16 +27,16 @@ import tempfile
 import time
 import uuid
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from harness.containers import trainer as docker_run
-
-from harness.service import settings as service_settings
-from harness.containers.trainer import MOUNT, RunLimits
 from harness.common.errors import DockerUnavailable, InputError
 from harness.common.http_client import request
 from harness.common.layout import require
+from harness.containers import trainer as docker_run
+from harness.containers.trainer import MOUNT, RunLimits
+from harness.service import settings as service_settings
 from harness.service.settings import MiB, ServiceSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,7 +214,7 @@ class ServiceContainer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self, ready_timeout: float = 120.0) -> "ServiceContainer":
+    def start(self, ready_timeout: float = 120.0) -> ServiceContainer:
         """Build (if needed) and start the container, then wait until the service is ready."""
         require(self.zip_path, "the bundle zip")
         self.client = docker_run.connect()
@@ -275,7 +275,7 @@ class ServiceContainer:
                 shutil.rmtree(self.staging, ignore_errors=True)
         return code
 
-    def __enter__(self) -> "ServiceContainer":
+    def __enter__(self) -> ServiceContainer:
         try:
             return self.start()
         except BaseException:

@@ -29,10 +29,14 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from harness.common.errors import DockerUnavailable, HarnessError, InputError, error_for_exit_code
+import docker.errors
+
+import docker
+from harness.common.errors import DockerUnavailable, InputError, error_for_exit_code
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "docker" / "trainer.Dockerfile"
@@ -58,7 +62,7 @@ class RunLimits:
     cpus: float = 2.0
     tmpfs_bytes: int = 256 * MiB
 
-    def for_bundle(self, unpacked_bytes: int) -> "RunLimits":
+    def for_bundle(self, unpacked_bytes: int) -> RunLimits:
         """Limits whose tmpfs holds the unpacked bundle with 64 MiB to spare (never smaller than now)."""
         return dataclasses.replace(self, tmpfs_bytes=max(self.tmpfs_bytes, unpacked_bytes + 64 * MiB))
 
@@ -111,7 +115,6 @@ def image_tag(dockerfile: bytes, base_image_id: str) -> str:
 def engine_problem() -> str | None:
     """Why no Docker engine can be used (None when one answers a ping)."""
     try:
-        import docker
         docker.from_env(timeout=10).ping()
     except Exception as exc:  # any failure to reach the engine means the same thing to the caller
         return f"docker engine not reachable ({type(exc).__name__}: {exc}); start one with `make docker-engine`"
@@ -123,7 +126,6 @@ def connect():
     problem = engine_problem()
     if problem:
         raise DockerUnavailable(problem)
-    import docker
     return docker.from_env(timeout=60)
 
 
@@ -135,7 +137,6 @@ def ensure_built(client, base_image: str, tag_for: Callable[[str], str], *, what
     ``client.images.build`` (the Dockerfile, or the context path). DockerUnavailable, saying what to
     do, when the base image is missing or the build fails (with the end of its log).
     """
-    import docker.errors
     try:
         base = client.images.get(base_image)
     except docker.errors.ImageNotFound:
@@ -190,7 +191,7 @@ def stage_inputs(dest: Path, inputs: dict[str, Path]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
         os.chmod(target, 0o644)
-    for folder, dirs, _files in os.walk(dest):
+    for folder, _dirs, _files in os.walk(dest):
         os.chmod(folder, 0o755)
 
 
@@ -227,7 +228,6 @@ def interrupt_on_signals() -> Iterator[None]:
 
 def remove_container(client, name: str) -> None:
     """Force-remove the container ``name``; a warning naming it when that fails."""
-    import docker
     try:
         client.containers.get(name).remove(force=True)
     except docker.errors.NotFound:
@@ -307,7 +307,7 @@ def emulator_job(job: list[str], inputs: dict[str, Path], *, unpacked_bytes: int
     try:
         document = json.loads(lines[-1])
     except (IndexError, ValueError):
-        cause = ("it ran over the time limit of %g s" % timeout_s if result.timed_out else
+        cause = (f"it ran over the time limit of {timeout_s:g} s" if result.timed_out else
                  f"it ran out of memory (limit {limits.mem_bytes // MiB} MiB)" if result.oom_killed else
                  f"it exited {result.exit_code}: {result.stderr.strip()[-800:]}")
         raise DockerUnavailable(f"the trainer container gave no result: {cause}") from None

@@ -11,7 +11,8 @@ bundle (or a return that is not a score). Never swallowed: the kind says which.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.common.bundle_loader import LoadedBundle
 from harness.common.errors import InputError

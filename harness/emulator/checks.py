@@ -30,8 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from harness.common.bundle_loader import LoadedBundle, directory_listing
 from harness.common.layout import SPLITS

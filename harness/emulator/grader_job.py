@@ -17,7 +17,8 @@ Standard library only: this runs inside the trainer container too.
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.common.bundle_loader import LoadedBundle
 from harness.common.errors import InputError

@@ -11,8 +11,8 @@ import dataclasses
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from harness.common.errors import InputError
 

@@ -24,8 +24,8 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from harness.common.bundle_loader import load_bundle
 from harness.common.completions import read_completions

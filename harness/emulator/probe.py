@@ -29,6 +29,8 @@ def import_bundle(root):
     else:
         spec = importlib.machinery.ModuleSpec(PACKAGE, None, is_package=True)
         spec.submodule_search_locations = [root]
+    if spec is None:
+        raise ImportError(f"cannot import {root} as a package")
     module = importlib.util.module_from_spec(spec)
     sys.modules[PACKAGE] = module
     if spec.loader is not None:

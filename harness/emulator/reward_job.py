@@ -14,7 +14,7 @@ import concurrent.futures
 import dataclasses
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from harness.common.bundle_loader import LoadedBundle
 from harness.common.errors import InputError

@@ -62,7 +62,7 @@ class LocalServer:
             raise HarnessError("the server is not started")
         return self.process.pid
 
-    def start(self, ready_timeout: float = 60.0) -> "LocalServer":
+    def start(self, ready_timeout: float = 60.0) -> LocalServer:
         """Start the server and wait until it is ready; HarnessError with its log when it is not."""
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -131,7 +131,7 @@ class LocalServer:
             os.chmod(folder, 0o755)  # the unpacked bundle is read-only on purpose
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         return self.start() if self.process is None else self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import http.client
-import json
 import statistics
 import threading
 import time
@@ -81,7 +80,7 @@ class MemorySampler:
         while not self._stop.wait(self.every):
             self.sample()
 
-    def __enter__(self) -> "MemorySampler":
+    def __enter__(self) -> MemorySampler:
         self.sample()
         self._thread.start()
         return self

@@ -24,8 +24,9 @@ import dataclasses
 import json
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness.common.errors import InputError
 from harness.common.rows import SplitRow, read_split

@@ -19,8 +19,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from harness.common.files import atomic_write_bytes
 from harness.common.errors import InputError
+from harness.common.files import atomic_write_bytes
 
 # The three fields prepare reads from a row; the API's other fields (token lists) are ignored.
 ROW_FIELDS = ("db_id", "question", "query")

@@ -11,9 +11,8 @@ import hashlib
 import json
 import os
 import sqlite3
-import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from bundle import bundle_index, gold_results, sql_guard
 from bundle import verify as bundle_verify

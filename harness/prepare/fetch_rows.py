@@ -31,11 +31,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Protocol, TextIO
+from typing import Protocol, TextIO
 
-from harness.prepare.api_cache import Page, PageCache, PageError, parse_page
 from harness.common.errors import FetchError, InputError
+from harness.prepare.api_cache import Page, PageCache, PageError, parse_page
 
 DEFAULT_API_URL = "https://datasets-server.huggingface.co"
 DATASET = "xlangai/spider"

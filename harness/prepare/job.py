@@ -21,13 +21,12 @@ import shutil
 from pathlib import Path
 
 import bundle as bundle_package
-from harness.common.files import atomic_write_bytes
-from harness.prepare import bundle_data
-from harness.prepare import summary as prepare_summary
 from harness.common import prompts
-from harness.prepare import splits
-from harness.prepare.api_cache import PageCache
 from harness.common.errors import InputError
+from harness.common.files import atomic_write_bytes
+from harness.prepare import bundle_data, splits
+from harness.prepare import summary as prepare_summary
+from harness.prepare.api_cache import PageCache
 from harness.prepare.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
 
 ROOT = Path(__file__).resolve().parents[2]

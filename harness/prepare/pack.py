@@ -21,13 +21,9 @@ Standard library only: the emulated trainer (inside the container) reuses ``chec
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import json
 import os
-import stat
-import sys
-import tempfile
 import zipfile
 from pathlib import Path
 

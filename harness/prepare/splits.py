@@ -22,16 +22,16 @@ from __future__ import annotations
 import collections
 import dataclasses
 import sqlite3
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from bundle import sql_guard
 from bundle import verify as bundle_verify
 from bundle.bundle_index import normalize_gold
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.sql_compare import ResultShape
-from harness.prepare.bundle_data import schema_lines
 from harness.common.errors import InputError
+from harness.prepare.bundle_data import schema_lines
 
 SKIP_DATABASE_MISSING = "database missing"
 SKIP_SCHEMA_TOO_LONG = "schema too long"
@@ -82,7 +82,7 @@ class Catalog:
         self._loaded: dict[str, Database] = {}
 
     @classmethod
-    def from_folder(cls, folder: str | Path, max_schema: int) -> "Catalog":
+    def from_folder(cls, folder: str | Path, max_schema: int) -> Catalog:
         """Spider's layout ``<folder>/<db_id>/<db_id>.sqlite``, or flat ``<folder>/<db_id>.sqlite``."""
         folder = Path(folder)
         if not folder.is_dir():

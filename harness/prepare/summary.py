@@ -14,9 +14,8 @@ import collections
 import json
 
 from harness.common import prompts
-
-from harness.prepare import splits
 from harness.common.errors import InputError
+from harness.prepare import splits
 
 FORMAT = "spider-scoring-prepare-summary"
 VERSION = 1

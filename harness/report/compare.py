@@ -19,12 +19,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from harness.report import stats as report_stats
-from harness.report.difficulty import LEVELS, DifficultyError, difficulty
 from harness.common.errors import InputError
 from harness.common.layout import DEFAULT_DATA, Prepared
-from harness.report.stats import Accuracy, Paired
 from harness.common.results import RowResult, read_results
+from harness.report import stats as report_stats
+from harness.report.difficulty import LEVELS, DifficultyError, difficulty
+from harness.report.stats import Accuracy, Paired
 
 UNCLASSIFIED = "unclassified"
 
@@ -87,7 +87,10 @@ class Report:
     by_database: Breakdown
 
 
-def parse_spec(text: str, data: Prepared = Prepared(DEFAULT_DATA)) -> tuple[str, str]:
+DEFAULT_PREPARED = Prepared(DEFAULT_DATA)
+
+
+def parse_spec(text: str, data: Prepared = DEFAULT_PREPARED) -> tuple[str, str]:
     """``label=path``; a bare path (labelled with its stem); or a stage name, whose results are
     ``results/STAGE.jsonl`` in the prepared folder ``data``.
 

@@ -32,7 +32,7 @@ its expressions. On Spider's dev set this gives the published 248 / 446 / 174 / 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import sqlparse
 from sqlparse import tokens as T

@@ -149,7 +149,7 @@ def _html_table(headers: list[str], rows: list[list[str]], sql_columns: frozense
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def chart_figure(report: Report) -> "Figure":
+def chart_figure(report: Report) -> Figure:
     """The chart as a matplotlib Figure: accuracy per stage (95% intervals), gained and lost bars."""
     from matplotlib.figure import Figure
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Sequence
 
 Z_95 = 1.959963984540054  # two-sided 95% normal quantile
 SIGNIFICANT = "significant"

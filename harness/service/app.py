@@ -25,11 +25,13 @@ import re
 import socket
 import time
 import uuid
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from harness.service.bundle import GradeError, ServedBundle
+from harness.service.bundle import GradeError, ServedBundle, ServiceOutcome
 from harness.service.guard import Watchdog
-from harness.service.metrics import CONTENT_TYPE as METRICS_TYPE, Metrics
+from harness.service.metrics import CONTENT_TYPE as METRICS_TYPE
+from harness.service.metrics import Metrics
 from harness.service.settings import ServiceSettings
 
 log = logging.getLogger("spider_grader.access")
@@ -51,7 +53,7 @@ class HttpError(Exception):
 
 def request_error(status: int, error: str, message: str) -> HttpError:
     """The service's own errors: 4xx are the request's fault, 5xx the service's."""
-    outcome = "request_error" if status < 500 else "infrastructure_error"
+    outcome: ServiceOutcome = "request_error" if status < 500 else "infrastructure_error"
     return HttpError(GradeError(status, error, outcome, message))
 
 

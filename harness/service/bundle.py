@@ -59,7 +59,7 @@ class ServedBundle:
         self.data: dict[str, Any] | None = None  # set by check_data: what /health reports
 
     @classmethod
-    def load(cls, zip_path: str | os.PathLike, workdir: str | os.PathLike | None = None) -> "ServedBundle":
+    def load(cls, zip_path: str | os.PathLike, workdir: str | os.PathLike | None = None) -> ServedBundle:
         """Unpack and import ``zip_path``, then check its data; InputError/PackError when it cannot serve."""
         loaded = load_bundle(zip_path, workdir)
         try:

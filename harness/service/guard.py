@@ -25,7 +25,8 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.common import errors
 

@@ -23,8 +23,8 @@ import os
 import resource
 import struct
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -82,7 +82,7 @@ class Metrics:
             self.outcomes.labels(outcome)
 
     @classmethod
-    def create(cls, directory: str | os.PathLike, outcomes: Iterable[str]) -> "Metrics":
+    def create(cls, directory: str | os.PathLike, outcomes: Iterable[str]) -> Metrics:
         """Empty ``directory``, switch prometheus_client to multiprocess mode there, build the metrics."""
         path = prepare_directory(directory)
         os.environ[ENV] = str(path)

@@ -33,10 +33,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.service import settings as service_settings
 from gunicorn.app.base import BaseApplication
 
 from harness.common.errors import HarnessError
+from harness.service import settings as service_settings
 from harness.service.app import GraderApp, WorkerLink
 from harness.service.bundle import ServedBundle, require_zip
 from harness.service.guard import Watchdog

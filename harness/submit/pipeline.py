@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from harness.common.files import atomic_write_bytes
+from harness.common import prompts
 from harness.common.errors import InputError
 from harness.common.layout import PREPARE_HINT, SPLITS, Prepared
 from harness.submit.names import DEFAULT_NAMES, REWARD_MODULE, Names
-from harness.common import prompts
 
 STAGE_TYPES = ("evaluate", "train")
 

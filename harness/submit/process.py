@@ -13,8 +13,8 @@ import shlex
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from harness.common.errors import VerificationFailed
 

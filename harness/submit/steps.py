@@ -20,15 +20,14 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from harness.common.errors import InputError, SubmitError
+from harness.common.files import atomic_write_bytes, sha256_file
+from harness.common.layout import SPLITS, Prepared, hint
 from harness.submit import names as N
 from harness.submit import pipeline
-from harness.common.files import atomic_write_bytes
-from harness.common.errors import InputError, SubmitError
-from harness.common.layout import SPLITS, Prepared, hint
-from harness.common.files import sha256_file
 from harness.submit.process import Result, Runner, Verifier, run_process
 
 # A failed step whose output matches this is reported as "not logged in", not as a step failure.
