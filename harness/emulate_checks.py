@@ -267,13 +267,11 @@ def check_hostile(loaded: LoadedBundle, scratch: Path, watch: list[Path]) -> tup
     before = directory_listing(watch)
     results = hostile.run_cases(cases, score)
     after = directory_listing(watch)
-    failures = [f"{r.case.id}: {r.outcome} score {r.score} in {r.seconds:.2f} s (allowed: "
-                f"{'/'.join(r.case.outcomes)} within {r.case.max_seconds:g} s) {r.detail[:80]}"
-                for r in results if not r.passed]
-    slowest = max(results, key=lambda r: r.seconds)
+    failures = [r.describe() for r in results if not r.passed]
+    costliest = max(results, key=lambda r: r.cpu_seconds)
     suite = _check("hostile suite", failures,
-                   f"{len(results)} cases on {db_id}, all 0.0 within their deadlines (slowest {slowest.case.id} "
-                   f"{slowest.seconds:.2f} s)", f"{len(failures)} of {len(results)} cases failed")
+                   f"{len(results)} cases on {db_id}, all 0.0 within their budgets (costliest {costliest.case.id} "
+                   f"{costliest.cpu_seconds:.2f} s CPU)", f"{len(failures)} of {len(results)} cases failed")
     changes = [f"created {p}" for p in sorted(set(after) - set(before))]
     changes += [f"removed {p}" for p in sorted(set(before) - set(after))]
     changes += [f"changed {p}" for p in sorted(set(before) & set(after)) if before[p] != after[p]]

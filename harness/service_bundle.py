@@ -35,6 +35,7 @@ ERROR_STATUS: tuple[tuple[str, int], ...] = (
     ("GoldQueryError", 422),         # the row's gold itself fails: the row cannot be scored
     ("DatabaseUnavailableError", 503),  # a database missing, unreadable or corrupt
     ("BundleDataError", 503),        # the index missing or unreadable
+    ("ScoringTimeoutError", 503),    # the wall-clock guard fired within the budget: the machine is overloaded
     ("ScoringInfrastructureError", 500),
 )
 

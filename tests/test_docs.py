@@ -67,17 +67,13 @@ def test_cli_option_documented(command, option):
     assert f"`{option}`" in section, f"{command} {option} is not in README"
 
 
-@pytest.mark.parametrize("name, default, unit, meaning", scoring_limits.SETTINGS)
-def test_limit_in_the_limits_table(name, default, unit, meaning):
-    row = re.search(rf"^\| `{name}` \| ([^|]+) \|", README, flags=re.M)
-    assert row, f"limit {name} is not in README's limits table"
-    assert float(row.group(1).strip()) == float(default), f"README gives {name} = {row.group(1)}, code {default}"
-
-
-def test_settings_table_matches_the_dataclass():
-    assert [s[0] for s in scoring_limits.SETTINGS] == [f.name for f in scoring_limits.dataclasses.fields(
-        scoring_limits.Limits)]
-    assert all(getattr(scoring_limits.DEFAULT_LIMITS, s[0]) == s[1] for s in scoring_limits.SETTINGS)
+@pytest.mark.parametrize("setting", scoring_limits.SETTINGS, ids=lambda s: s.name)
+def test_limit_in_the_limits_table(setting):
+    row = re.search(rf"^\| `{setting.name}` \| ([^|]+) \| ([^|]+) \|", README, flags=re.M)
+    assert row, f"limit {setting.name} is not in README's limits table"
+    assert float(row.group(1).strip()) == float(setting.default), \
+        f"README gives {setting.name} = {row.group(1)}, code {setting.default}"
+    assert row.group(2).strip() == setting.unit, f"README gives {setting.name} in {row.group(2)}, code {setting.unit}"
 
 
 @pytest.mark.parametrize("outcome", verify.OUTCOMES)
