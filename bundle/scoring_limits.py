@@ -71,6 +71,8 @@ class Limits:
             wanted = int if field.type in ("int", int) else float
             if not _valid(value, wanted):
                 raise ValueError(f"limit {field.name} must be a positive {wanted.__name__}, got {value!r}")
+        if self.progress_steps > _C_INT_MAX:  # SQLite takes it as a C int
+            raise ValueError(f"limit progress_steps must be at most {_C_INT_MAX}, got {self.progress_steps}")
 
     def replace(self, **changes: float) -> "Limits":
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -78,6 +80,9 @@ class Limits:
     def budget_steps(self, gold_steps: int) -> int:
         """VM steps a predicted query may take when its gold took ``gold_steps``."""
         return max(self.budget_floor_steps, self.budget_gold_multiple * int(gold_steps))
+
+
+_C_INT_MAX = 2**31 - 1
 
 
 def _valid(value: object, wanted: type) -> bool:

@@ -274,7 +274,7 @@ def compare(gold: ResultShape, pred: Sequence[tuple], pred_ncols: int, *,
         return Comparison(False, f"gold has {gold.ncols} columns, prediction {pred_ncols}")
     if len(pred) != len(gold.rows):
         return Comparison(False, f"gold has {len(gold.rows)} rows, prediction {len(pred)}")
-    if not pred or rows_fit(gold, pred, None):
+    if not pred or tuple(pred) == gold.rows or rows_fit(gold, pred, None):  # the gold's own order fits any shape
         return Comparison(True, "same rows" + (" in the gold's order" if gold.ordered else ""))
     bag_equal = collections.Counter(pred) == collections.Counter(gold.rows)
     if gold.ncols == 1:

@@ -121,37 +121,42 @@ def _apply_heap_limit(conn: sqlite3.Connection, limit: int) -> None:
 
 class _HeapTurns:
     """Queries of one process share SQLite's heap ceiling; a query that ran out of memory beside
-    others is run again alone, so that "over the memory cap" is about the query, not its company."""
+    others is run again alone, so that "over the memory cap" is about the query, not its company.
+
+    The common path is one uncontended lock; only a query that must run alone waits (and makes
+    new queries wait) until every running query has left.
+    """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
         self._running = 0
         self._alone = False
+        self._changed = threading.Condition(self._lock)
 
     def enter(self) -> None:
-        with self._cond:
+        with self._lock:
             while self._alone:
-                self._cond.wait()
+                self._changed.wait()
             self._running += 1
 
     def leave(self) -> None:
-        with self._cond:
+        with self._lock:
             self._running -= 1
-            if self._running == 0:
-                self._cond.notify_all()
+            if self._alone and self._running == 0:
+                self._changed.notify_all()
 
     def enter_alone(self) -> None:
-        with self._cond:
+        with self._lock:
             while self._alone:
-                self._cond.wait()
+                self._changed.wait()
             self._alone = True
             while self._running:
-                self._cond.wait()
+                self._changed.wait()
 
     def leave_alone(self) -> None:
-        with self._cond:
+        with self._lock:
             self._alone = False
-            self._cond.notify_all()
+            self._changed.notify_all()
 
 
 _turns = _HeapTurns()
@@ -245,9 +250,17 @@ def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
+_CELL_CAPPED = hasattr(sqlite3.Connection, "setlimit")  # Python 3.11+: SQLITE_LIMIT_LENGTH bounds each cell
+
+
 def _fetch(cursor: sqlite3.Cursor, limits: Limits) -> list[tuple]:
     rows: list[tuple] = []
     budget = limits.max_result_bytes
+    # While even cells of the largest size allowed could not exceed the byte budget, there is
+    # nothing to count (most results); past that, every string and blob is counted.
+    ncols = len(cursor.description or ()) or 1
+    uncounted = budget // (ncols * (8 + limits.max_cell_bytes)) if _CELL_CAPPED else 0
+    counted = 0
     while True:
         chunk = cursor.fetchmany(256)
         if not chunk:
@@ -255,39 +268,48 @@ def _fetch(cursor: sqlite3.Cursor, limits: Limits) -> list[tuple]:
         rows.extend(chunk)
         if len(rows) > limits.max_rows:
             raise QueryFailed(OVER_CAP, f"more than {limits.max_rows} rows")
-        for row in chunk:
+        if len(rows) <= uncounted:
+            continue
+        for row in rows[counted:]:
             budget -= 8 * len(row)
             for value in row:
                 if value.__class__ is str or value.__class__ is bytes:
                     budget -= len(value)
+        counted = len(rows)
         if budget < 0:
             raise QueryFailed(OVER_CAP, f"result larger than {limits.max_result_bytes} bytes")
 
 
 class _Meter:
-    """The progress handler: counts calls (one per ``progress_steps`` VM steps) against a budget."""
+    """The progress handler: one call per ``progress_steps`` VM steps, counted against a budget.
 
-    __slots__ = ("calls", "max_calls", "deadline", "stopped")
+    The wall clock is read every 8th call only (every 8,000 steps by default): it only guards.
+    """
+
+    __slots__ = ("calls", "max_calls", "deadline", "stopped", "handler")
 
     def __init__(self, max_calls: int, deadline: float) -> None:
         self.calls = 0
         self.max_calls = max_calls
         self.deadline = deadline
         self.stopped: str | None = None
+        clock = time.monotonic
 
-    def __call__(self) -> int:
-        self.calls += 1
-        if self.calls > self.max_calls:
-            self.stopped = OVER_BUDGET
-            return 1
-        if time.monotonic() >= self.deadline:
-            self.stopped = WALL_GUARD
-            return 1
-        return 0
+        def handler() -> int:
+            self.calls = calls = self.calls + 1
+            if calls > max_calls:
+                self.stopped = OVER_BUDGET
+                return 1
+            if not calls & 7 and clock() >= deadline:
+                self.stopped = WALL_GUARD
+                return 1
+            return 0
+
+        self.handler = handler
 
 
 def _execute_once(conn: sqlite3.Connection, sql: str, meter: _Meter, limits: Limits) -> tuple:
-    conn.set_progress_handler(meter, int(limits.progress_steps))
+    conn.set_progress_handler(meter.handler, int(limits.progress_steps))
     try:
         cursor = conn.execute(sql)
         if cursor.description is None:  # ran, but is no query (REINDEX is not authorizer-checked)

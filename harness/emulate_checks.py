@@ -9,7 +9,7 @@ The checks, in order (README, "Pre-push verification"):
 4. imports stdlib only: a fresh ``python3 -I -S`` imports every module of the bundle;
 5. golds score 1.0: every row's gold through reward (train, rl) or grader (eval), concurrently;
 6. mutated golds score 0.0: harness.mutate's near-misses that SQLite says return other rows;
-7. hostile suite: every case 0.0 with an allowed outcome within its deadline;
+7. hostile suite: every case 0.0 with an allowed outcome (and its CPU bound, where it has one);
 8. no file created while the hostile suite ran (listing of the writable places, scratch empty);
 9. stale gold rejected: a row whose gold is not the bundle's raises StaleBundleError;
 10. missing or corrupt database: DatabaseUnavailableError from a fresh interpreter, never a score;
@@ -205,6 +205,21 @@ def _score_all(calls: list[tuple[str, Callable, dict]], workers: int) -> list[tu
         return [(label, future.result()) for label, future in futures]
 
 
+def _explained(grade: Callable, kwargs: dict, call: Call) -> str:
+    """Why a call did not score as expected: its outcome and explanation, asked of the bundle again.
+
+    Verdicts are deterministic, so grading the same arguments once more gives the same verdict,
+    with the outcome (``prediction_over_budget``, ``mismatch``...) that a bare score lacks.
+    """
+    if call.kind != "scored":
+        return call.detail
+    try:
+        answer = grade(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - reported as it is
+        return f"{call.score!r} ({type(exc).__name__} when asked again: {exc})"
+    return f"{call.score!r}, {answer.get('outcome')}: {answer.get('explanation')}"
+
+
 def check_golds(loaded: LoadedBundle, rows: dict[str, list[SplitRow]], workers: int) -> Check:
     reward, grader = loaded.function("reward"), loaded.function("grader")
     calls = []
@@ -216,8 +231,9 @@ def check_golds(loaded: LoadedBundle, rows: dict[str, list[SplitRow]], workers: 
                 calls.append((row.id, reward, {"data_source": "spider", "solution_str": row.gold,
                                                "ground_truth": row.gold}))
     results = _score_all(calls, workers)
-    failures = [f"{label}: {call.score if call.kind == 'scored' else call.detail}"
-                for label, call in results if call.score != 1.0]
+    grade = loaded.function("grader:grade")
+    failures = [f"{label}: {_explained(grade, kwargs, call)}"
+                for (label, call), (_label, _fn, kwargs) in zip(results, calls) if call.score != 1.0]
     return _check("golds score 1.0", failures, f"{len(results)} golds, all 1.0 (train and rl via reward, eval via grader)",
                   f"{len(failures)} of {len(results)} golds do not score 1.0")
 

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve_docker(args: argparse.Namespace, settings: service_settings.ServiceSettings) -> int:
-    from harness.docker_run import interrupt_on_signals
+    from harness.docker_run import follow_logs, interrupt_on_signals
     from harness.service_docker import ServiceContainer
     server = ServiceContainer(args.zip, settings, base_image=args.base_image, host_port=args.port)
     with interrupt_on_signals():  # SIGTERM stops it like Ctrl-C
@@ -35,8 +35,7 @@ def _serve_docker(args: argparse.Namespace, settings: service_settings.ServiceSe
             with server:
                 print(f"grader service ready at {server.url}/grade (container {server.name}); Ctrl-C stops it",
                       flush=True)
-                for chunk in server.container.logs(stream=True, follow=True, stdout=True, stderr=True):
-                    print(chunk.decode("utf-8", "replace"), end="", flush=True)
+                follow_logs(server.container, lambda chunk: print(chunk.decode("utf-8", "replace"), end="", flush=True))
         except KeyboardInterrupt:
             print("grader service stopped (requests in flight were let finish) and its container removed",
                   flush=True)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bundle import sql_text
 from bundle.sql_extract import extract_sql
 
 CASES = [
@@ -103,3 +104,18 @@ def test_never_raises_and_never_invents(text):
 def test_never_raises_on_sql_like_noise(parts):
     found = extract_sql("".join(parts))
     assert found is None or isinstance(found, str)
+
+
+def _end_by_tokens(sql: str) -> int:
+    for tok in sql_text.tokenize(sql):
+        if (tok.kind == "op" and tok.text == ";") or (tok.kind == "space" and tok.text.count("\n") >= 2):
+            return tok.start
+    return len(sql)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["SELECT", " ", "\n", "\n\n", " \n \n", ";", "'", "''", '"', "`", "[", "]", "--",
+                                 "/*", "*/", "a", "x'0f'", "-", "/", "*"]), max_size=40))
+def test_statement_end_reads_as_the_tokenizer_does(parts):
+    sql = "".join(parts)
+    assert sql[:sql_text.statement_end(sql)].rstrip() == sql[:_end_by_tokens(sql)].rstrip()

@@ -349,6 +349,10 @@ def test_the_serve_command_runs_locally_and_stops_on_sigterm(sample_zip):
                 port = int(found.group(1))
                 break
         assert port, "the server never said where it listens"
+        # Keep reading what it logs: a pipe nobody reads fills up (64 KiB), and a server blocked
+        # writing its log cannot shut down.
+        import threading
+        threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
         deadline = time.monotonic() + 30
         while request("127.0.0.1", port, "GET", "/readyz").status != 200 and time.monotonic() < deadline:
             time.sleep(0.1)

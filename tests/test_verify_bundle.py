@@ -311,3 +311,21 @@ def test_an_existing_hook_is_kept_and_run_first(repo):
 def test_hooks_outside_a_repository_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="not a git checkout"):
         hooks.install(tmp_path)
+
+
+def test_a_gold_that_does_not_score_one_is_reported_with_its_outcome(staged, prepared_sample, tmp_path):
+    # Tamper with one stored gold result: that gold then returns "other rows" than its own.
+    index_path = staged / "data" / "index.json"
+    index = json.loads(index_path.read_text())
+    row = next(r for r in index["rows"] if r["split"] == "train")
+    stored = index["gold_results"][row["db_id"]][row["gold"]]
+    stored["rows"] = stored["rows"] + [[None] * stored["ncols"]]
+    index_path.write_text(json.dumps(index))
+    pack.pack(staged, tmp_path / "b.zip")
+    _check, rows = emulate_checks.check_splits({s: prepared_sample / "data" / f"{s}.jsonl"
+                                                for s in emulate_checks.SPLITS})
+    with emulate.load_bundle(tmp_path / "b.zip", tmp_path) as loaded:
+        check = emulate_checks.check_golds(loaded, rows, workers=2)
+    assert not check.passed
+    named = [f for f in check.failures if f.startswith(row["id"] + ":")]
+    assert named and "0.0, mismatch: gold has" in named[0], check.failures[:3]
