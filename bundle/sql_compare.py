@@ -66,6 +66,21 @@ class Budget:
         return self.limit - self.left
 
 
+def _number_key(value: float, digits: int) -> tuple:
+    rounded = float(f"{value:.{digits}g}")
+    if rounded != rounded:
+        return (NAN_TAG, 0)
+    if rounded.is_integer():
+        return (NUMBER_TAG, int(rounded))
+    return (NUMBER_TAG, rounded)
+
+
+# value_key is a pure function; the keys of floats (costly to round) are remembered, a bounded number.
+_NUMBER_KEYS: dict[tuple, tuple] = {}
+_NUMBER_KEYS_MAX = 65_536
+_INT_LIMIT = 10 ** _DIGITS
+
+
 def value_key(value: object, digits: int = _DIGITS) -> tuple:
     """A hashable, sortable key: equal keys mean "the same value" under the rule table.
 
@@ -73,26 +88,33 @@ def value_key(value: object, digits: int = _DIGITS) -> tuple:
     (True, False, False)
     """
     cls = value.__class__
-    if value is None:
-        return (NULL_TAG, 0)
     if cls is str:
         return (TEXT_TAG, value)
-    if cls is int and -(10 ** digits) < value < 10 ** digits:  # type: ignore[operator]
-        return (NUMBER_TAG, value)
+    if value is None:
+        return (NULL_TAG, 0)
+    if cls is int:
+        limit = _INT_LIMIT if digits == _DIGITS else 10 ** digits
+        if -limit < value < limit:  # type: ignore[operator]
+            return (NUMBER_TAG, value)
     if cls is int or cls is float or cls is bool:
-        rounded = float(f"{value:.{digits}g}")
-        if rounded != rounded:
-            return (NAN_TAG, 0)
-        if rounded.is_integer():
-            return (NUMBER_TAG, int(rounded))
-        return (NUMBER_TAG, rounded)
+        memo = (value, digits)
+        found = _NUMBER_KEYS.get(memo)
+        if found is None:
+            found = _number_key(value, digits)  # type: ignore[arg-type]
+            if len(_NUMBER_KEYS) >= _NUMBER_KEYS_MAX:
+                _NUMBER_KEYS.clear()
+            _NUMBER_KEYS[memo] = found
+        return found
     if cls is bytes or cls is bytearray or cls is memoryview:
         return (BLOB_TAG, bytes(value))  # type: ignore[arg-type]
     return (TEXT_TAG, str(value))
 
 
 def normalize_rows(rows: Sequence[Sequence[object]], digits: int = _DIGITS) -> list[tuple]:
-    return [tuple(value_key(v, digits) for v in row) for row in rows]
+    """Every value of every row as its ``value_key``; text and NULL, the common cases, inline."""
+    key, text, null = value_key, TEXT_TAG, (NULL_TAG, 0)
+    return [tuple([(text, v) if v.__class__ is str else null if v is None else key(v, digits) for v in row])
+            for row in rows]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -178,20 +176,6 @@ def test_a_bundle_that_does_not_import_fails_its_checks_instead_of_crashing(stag
 
 # --- whole runs, in-process -----------------------------------------------------------------------
 
-@pytest.fixture
-def one_hostile_suite_at_a_time():
-    """Runs of the whole hostile suite, one at a time across these tests' workers.
-
-    Its deadline cases must end within 1 to 2 s of their 2 s deadline. Two suites sharing the
-    machine's 2 cores once pushed the sort case to 4.3-6 s against its 4 s bound (the case was
-    resized since, 18251cb); the lock removes the contention these tests create among themselves.
-    Every bound is still checked.
-    """
-    with open(Path(tempfile.gettempdir()) / "spider-scoring-hostile-suite.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
 def _verify(zip_path: Path, data: Path, report: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness", "verify", "--zip", str(zip_path), "--data", str(data),
                            "--report", str(report), *extra], capture_output=True, text=True, cwd=ROOT)
@@ -202,7 +186,7 @@ def _results(report: Path) -> dict[str, bool]:
 
 
 @pytest.mark.slow
-def test_the_sample_passes_every_check_in_process(prepared_sample, tmp_path, one_hostile_suite_at_a_time):
+def test_the_sample_passes_every_check_in_process(prepared_sample, tmp_path):
     pack.pack(prepared_sample / "bundle", tmp_path / "b.zip")
     done = _verify(tmp_path / "b.zip", prepared_sample / "data", tmp_path / "r.json", "--in-process")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -234,8 +218,7 @@ def test_a_zip_the_trainer_refuses_stops_before_the_container(prepared_sample, t
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_the_sample_passes_in_the_container_and_the_evil_bundle_does_not(docker_engine, staged, prepared_sample, tmp_path,
-                                                                        one_hostile_suite_at_a_time):
+def test_the_sample_passes_in_the_container_and_the_evil_bundle_does_not(docker_engine, staged, prepared_sample, tmp_path):
     pack.pack(prepared_sample / "bundle", tmp_path / "good.zip")
     good = _verify(tmp_path / "good.zip", prepared_sample / "data", tmp_path / "good.json")
     assert good.returncode == 0, good.stdout + good.stderr
@@ -251,7 +234,7 @@ def test_the_sample_passes_in_the_container_and_the_evil_bundle_does_not(docker_
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.real_data
-def test_the_default_spider_splits_pass_in_the_container(docker_engine, prepared_spider, tmp_path, one_hostile_suite_at_a_time):
+def test_the_default_spider_splits_pass_in_the_container(docker_engine, prepared_spider, tmp_path):
     summary, _ = pack.pack(prepared_spider / "bundle", tmp_path / "spider-scoring.zip")
     done = _verify(tmp_path / "spider-scoring.zip", prepared_spider / "data", tmp_path / "r.json")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
