@@ -12,9 +12,13 @@ Layout (written by the harness's ``prepare``; README, "Bundle data layout")::
                                "bytes": 12345, "schema": ["singer(Singer_ID, Name)", ...]}},
      "rows": [{"id": "train-00000", "split": "train", "db_id": "<db_id>", "gold": "SELECT ..."}],
      "gold_results": {"<db_id>": {"<gold text>": {"ncols": 1, "rows": [[3]], "ordered": false,
-                                                  "segments": null}}}}
+                                                  "segments": null, "steps": 2000}}}}
 
-``gold_results`` is optional: without it each gold runs once per process.
+``gold_results`` is optional: without it each gold runs once per process. ``steps`` is the number
+of SQLite VM steps the gold took under ``sqlite_version``; a predicted query's step budget is
+derived from it. A stored result is used only under the same SQLite version and ``digits``, and
+when it has ``steps`` (bundles built before step budgets lack it); otherwise the gold runs once
+per process to learn its rows and steps again.
 
 Row -> database rule (README, "Which database a row is scored on"):
 
@@ -40,10 +44,12 @@ import threading
 try:
     from . import gold_results
     from .scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError
+    from .scoring_limits import DEFAULT_LIMITS, Limits
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
     from scoring_errors import (  # type: ignore[no-redef]
         BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError)
+    from scoring_limits import DEFAULT_LIMITS, Limits  # type: ignore[no-redef]
 
 INDEX_FORMAT = "spider-scoring-index"
 INDEX_VERSION = 1
@@ -88,7 +94,7 @@ class BundleData:
     def __init__(self, root: str, index: dict) -> None:
         self.root = root
         self.sqlite_version = str(index.get("sqlite_version", ""))
-        self.digits = int(index.get("digits", 12))
+        self.digits = int(index.get("digits", DEFAULT_LIMITS.float_digits))
         self.databases: dict[str, dict] = index["databases"]
         self._golds_by_db: dict[str, dict[str, str]] = {}
         self._dbs_by_gold: dict[str, list[str]] = {}
@@ -134,17 +140,22 @@ class BundleData:
             self._checked[db_id] = path
         return path
 
-    def prime(self, resolved: "Resolved") -> None:
-        """Put the gold result stored at build time, if any, into the cache (once).
+    def gold_result(self, resolved: "Resolved", limits: Limits) -> gold_results.GoldResult | None:
+        """The gold's result and step count stored at build time, when this process may use it.
 
-        Stored results are trusted only when this process runs the SQLite version that computed
-        them; otherwise each gold runs once per process here.
+        Stored results are used only under the SQLite version and the number rounding that computed
+        them, and only when they carry the gold's step count; otherwise None, and the caller runs
+        the gold once per process (``self.cache``, keyed by database hash, gold text and digits).
         """
-        key = (resolved.sha256, resolved.gold)
-        if self.stored_results_usable and not self.cache.has(key):
-            data = self._stored_results.get(resolved.db_id, {}).get(resolved.gold)
-            if data is not None:
-                self.cache.put(key, gold_results.from_json(data))
+        key = (resolved.sha256, resolved.gold, limits.float_digits)
+        found = self.cache.peek(key)
+        if found is not None or not self.stored_results_usable or limits.float_digits != self.digits:
+            return found
+        data = self._stored_results.get(resolved.db_id, {}).get(resolved.gold)
+        found = gold_results.from_json(data) if data is not None else None
+        if found is not None:
+            self.cache.put(key, found)
+        return found
 
     # -- rows --------------------------------------------------------------------------------
     def resolve(self, gold: str, db_id: str | None = None, row_id: str | None = None,

@@ -6,25 +6,38 @@ cuts through a tie, the gold is also run without the LIMIT to learn every member
 If the keys cannot be read (a compound query ordered by an expression, say), order is strict.
 
 Results are computed at build time and stored in the bundle's index (``to_json``), keyed by the
-database's SHA-256 and the gold text; otherwise once per process (``GoldCache``).
+database's SHA-256, the gold text and the number rounding; otherwise once per process
+(``GoldCache``). With the rows goes the number of SQLite VM steps the gold took: a predicted
+query's step budget is derived from it (``scoring_limits.Limits.budget_steps``).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import threading
 from typing import Callable
 
 try:
     from . import sql_compare, sql_text
+    from .scoring_limits import DEFAULT_LIMITS
     from .sql_compare import ResultShape, Segment
 except ImportError:  # run as a standalone file
     import sql_compare  # type: ignore[no-redef]
     import sql_text  # type: ignore[no-redef]
+    from scoring_limits import DEFAULT_LIMITS  # type: ignore[no-redef]
     from sql_compare import ResultShape, Segment  # type: ignore[no-redef]
 
-# run(sql) -> (column names, raw rows); raises on failure.
-Runner = Callable[[str], "tuple[tuple[str, ...], list[tuple]]"]
+# run(sql) -> (column names, raw rows, VM steps); raises on failure.
+Runner = Callable[[str], "tuple[tuple[str, ...], list[tuple], int]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GoldResult:
+    """A gold's result shape, and the VM steps the gold query took to produce it."""
+
+    shape: ResultShape
+    steps: int
 
 
 def _unquote(name: str) -> str:
@@ -48,7 +61,7 @@ def _key_columns(terms: tuple[str, ...], columns: tuple[str, ...]) -> list[int |
 
 
 def _keyed_rows(sql: str, clauses: sql_text.OuterClauses, keys: list[int | str], ncols: int,
-                run: Runner, drop_limit: bool) -> list[tuple[tuple, tuple]] | None:
+                run: Runner, drop_limit: bool, digits: int) -> list[tuple[tuple, tuple]] | None:
     """(projected row, key tuple) pairs in the gold's order, or None when keys cannot be read."""
     extra = [k for k in keys if isinstance(k, str)]
     text = sql[:clauses.limit_start] if drop_limit and clauses.limit_start is not None else sql
@@ -57,14 +70,14 @@ def _keyed_rows(sql: str, clauses: sql_text.OuterClauses, keys: list[int | str],
             return None
         at = clauses.select_list_end
         text = text[:at].rstrip() + ", " + ", ".join(extra) + " " + text[at:]
-    _columns, rows = run(text)
+    _columns, rows, _steps = run(text)
     out = []
     for row in rows:
         if len(row) != ncols + len(extra):
             return None
         extra_values = iter(row[ncols:])
         key = tuple(row[k] if isinstance(k, int) else next(extra_values) for k in keys)
-        out.append((tuple(row[:ncols]), tuple(sql_compare.normalize_rows([key])[0])))
+        out.append((tuple(row[:ncols]), tuple(sql_compare.normalize_rows([key], digits)[0])))
     return out
 
 
@@ -82,14 +95,14 @@ def _ordered_segments(sql: str, clauses: sql_text.OuterClauses, columns: tuple[s
     keys = _key_columns(clauses.order_terms, columns)
     if clauses.is_compound and any(isinstance(k, str) for k in keys):
         return None
-    keyed = _keyed_rows(sql, clauses, keys, len(columns), run, drop_limit=False)
+    keyed = _keyed_rows(sql, clauses, keys, len(columns), run, drop_limit=False, digits=digits)
     if keyed is None or [r for r, _ in keyed] != rows:
         return None  # the keyed query does not reproduce the gold (DISTINCT, say): keep strict order
     segments = [Segment(a, b) for a, b in _groups([k for _, k in keyed])]
     if clauses.limit is None or not rows:
         return tuple(segments)
     try:
-        full = _keyed_rows(sql, clauses, keys, len(columns), run, drop_limit=True)
+        full = _keyed_rows(sql, clauses, keys, len(columns), run, drop_limit=True, digits=digits)
     except Exception:  # noqa: BLE001 - the unlimited gold is only a refinement: strict is safe
         full = None
     if full is None:
@@ -110,13 +123,13 @@ def _ordered_segments(sql: str, clauses: sql_text.OuterClauses, columns: tuple[s
     return tuple(out)
 
 
-def compute_shape(sql: str, run: Runner, digits: int = 12) -> ResultShape:
-    """Run the gold (and, when it orders, its keys) and return its ResultShape."""
-    columns, raw_rows = run(sql)
+def compute(sql: str, run: Runner, digits: int = DEFAULT_LIMITS.float_digits) -> GoldResult:
+    """Run the gold (and, when it orders, its keys): its ResultShape and the steps it took."""
+    columns, raw_rows, steps = run(sql)
     norm = tuple(sql_compare.normalize_rows(raw_rows, digits))
     clauses = sql_text.outer_clauses(sql_text_cut(sql))
     if not clauses.order_terms:
-        return ResultShape(len(columns), norm, False, (Segment(0, len(norm)),))
+        return GoldResult(ResultShape(len(columns), norm, False, (Segment(0, len(norm)),)), steps)
     segments = None
     try:
         segments = _ordered_segments(sql, clauses, columns, raw_rows, run, digits)
@@ -124,7 +137,7 @@ def compute_shape(sql: str, run: Runner, digits: int = 12) -> ResultShape:
         segments = None
     if segments is None:
         segments = tuple(Segment(i, i + 1) for i in range(len(norm)))
-    return ResultShape(len(columns), norm, True, segments)
+    return GoldResult(ResultShape(len(columns), norm, True, segments), steps)
 
 
 def sql_text_cut(sql: str) -> str:
@@ -152,39 +165,43 @@ def _value_from_json(value: object) -> tuple:
     return sql_compare.value_key(value)
 
 
-def to_json(shape: ResultShape) -> dict:
+def to_json(gold: GoldResult) -> dict:
+    shape = gold.shape
     rows = [[_value_to_json(v) for v in row] for row in shape.rows]
     segs = [[s.start, s.end, None if s.pool is None else [[_value_to_json(v) for v in r] for r in s.pool]]
             for s in shape.segments]
     if not shape.ordered:
         segs = None
-    return {"ncols": shape.ncols, "rows": rows, "ordered": shape.ordered, "segments": segs}
+    return {"ncols": shape.ncols, "rows": rows, "ordered": shape.ordered, "segments": segs, "steps": gold.steps}
 
 
-def from_json(data: dict) -> ResultShape:
+def from_json(data: dict) -> GoldResult | None:
+    """The stored result, or None when it lacks its step count (a bundle built before budgets)."""
+    if not isinstance(data.get("steps"), int):
+        return None
     rows = tuple(tuple(_value_from_json(v) for v in row) for row in data["rows"])
     if not data["ordered"]:
-        return ResultShape(int(data["ncols"]), rows, False, (Segment(0, len(rows)),))
+        return GoldResult(ResultShape(int(data["ncols"]), rows, False, (Segment(0, len(rows)),)), data["steps"])
     segs = tuple(Segment(int(a), int(b), None if pool is None else
                          tuple(tuple(_value_from_json(v) for v in r) for r in pool))
                  for a, b, pool in data["segments"])
-    return ResultShape(int(data["ncols"]), rows, True, segs)
+    return GoldResult(ResultShape(int(data["ncols"]), rows, True, segs), data["steps"])
 
 
 class GoldCache:
-    """Gold shapes computed at most once per (database hash, gold text), safe across threads.
+    """Gold results computed at most once per (database, gold text, digits), safe across threads.
 
     A gold that fails is not remembered: it raises on every call (a row that cannot be scored stays
     loud), and a transient failure (the shared heap ceiling, say) does not stick.
     """
 
     def __init__(self) -> None:
-        self._done: dict[tuple[str, str], ResultShape] = {}
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._done: dict[tuple, GoldResult] = {}
+        self._locks: dict[tuple, threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def get(self, key: tuple[str, str], compute: Callable[[], ResultShape]) -> tuple[ResultShape, bool]:
-        """The shape for ``key`` and whether it was already known (computed now: False)."""
+    def get(self, key: tuple, compute: Callable[[], GoldResult]) -> tuple[GoldResult, bool]:
+        """The result for ``key`` and whether it was already known (computed now: False)."""
         found = self._done.get(key)
         if found is not None:
             return found, True
@@ -198,8 +215,8 @@ class GoldCache:
             self._done[key] = found
             return found, False
 
-    def has(self, key: tuple[str, str]) -> bool:
-        return key in self._done
+    def peek(self, key: tuple) -> GoldResult | None:
+        return self._done.get(key)
 
-    def put(self, key: tuple[str, str], shape: ResultShape) -> None:
-        self._done[key] = shape
+    def put(self, key: tuple, gold: GoldResult) -> None:
+        self._done[key] = gold

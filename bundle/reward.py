@@ -17,8 +17,6 @@ try:
 except ImportError:  # run as a standalone file
     import scoring_entry  # type: ignore[no-redef]
 
-_TRL_GOLD_COLUMNS = ("ground_truth", "gold", "solution", "answer", "query", "sql", "expected", "messages")
-
 
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs) -> float:
     """Score one rollout; see the module docstring."""
@@ -27,25 +25,34 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
     return scoring_entry.score_kwargs(kwargs)
 
 
+def _is_column(values: object, size: int) -> bool:
+    """A dataset column as TRL passes it: any sequence (list, tuple, array) with one item per completion."""
+    if isinstance(values, (str, bytes, bytearray, dict)) or not hasattr(values, "__getitem__"):
+        return False
+    try:
+        return len(values) == size  # type: ignore[arg-type]
+    except TypeError:
+        return False
+
+
 def trl_reward(completions, prompts=None, **columns) -> list:
     """TRL reward function: one score per completion; None where the row carries no gold.
 
-    Dataset columns arrive as lists aligned with ``completions``; the gold is read from the first
-    of ground_truth, gold, solution, answer, query, sql, expected, messages (last assistant turn).
+    Only the completions TRL passes are scored; a dataset column is never read as a completion
+    (one named ``output`` or ``solution_str`` is ignored). Columns are sequences aligned with
+    ``completions``; the gold is the first of ground_truth, expected, gold, reference, solution,
+    answer, query, sql given, else the last assistant message of ``messages``; ``db_id`` and
+    ``extra_info`` columns are hints.
 
     >>> trl_reward(["SELECT 1"], ground_truth=[None])
     [None]
     """
+    size = len(completions)
+    aligned = {name: values for name, values in columns.items() if _is_column(values, size)}
+    have_prompts = prompts is not None and _is_column(prompts, size)
     scores = []
     for i, completion in enumerate(completions):
-        row = {name: values[i] for name, values in columns.items()
-               if isinstance(values, (list, tuple)) and len(values) == len(completions)}
-        gold = next((row[c] for c in _TRL_GOLD_COLUMNS if row.get(c) is not None), None)
-        if gold is None:
-            scores.append(None)
-            continue
-        call = dict(row, completion=completion, ground_truth=gold)
-        if prompts is not None and i < len(prompts):
-            call["prompt"] = prompts[i]
-        scores.append(scoring_entry.score_kwargs(call))
+        row = {name: values[i] for name, values in aligned.items()}
+        call = scoring_entry.read_trl_row(completion, row, prompts[i] if have_prompts else None)
+        scores.append(None if call is None else float(scoring_entry.score_call(call).score))  # type: ignore[arg-type]
     return scores

@@ -4,25 +4,30 @@ The trainer's exact arguments are not documented, so every known convention is a
 
 * verl: ``data_source, solution_str, ground_truth, extra_info``;
 * the grader envelope: ``input, output, expected``;
-* TRL columns: ``prompts, completions`` and dataset columns (see ``reward.trl_reward``).
+* TRL: ``completions`` plus one list per dataset column (``reward.trl_reward``). There the
+  completion TRL passes is the only thing scored: a dataset column is never read as a completion.
 
 The completion and the gold may each be a string, a message dict (``content``) or a list of chat
-messages (the last assistant message counts). ``extra_info`` may carry ``db_id`` and the prompt.
+messages (the last assistant message counts). The gold is the first of ``GOLD_KEYS`` given, else
+the last assistant message of ``messages``. ``extra_info``, the gold dict or a top-level argument
+may carry ``db_id`` and a row id; the prompt helps tell databases apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+from typing import Mapping
 
 try:
     from . import bundle_index, verify as verify_mod
-    from .scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError
+    from .scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError
     from .scoring_limits import Limits, limits_from_env
 except ImportError:  # run as a standalone file
     import bundle_index  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
-    from scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError  # type: ignore[no-redef]
+    from scoring_errors import (  # type: ignore[no-redef]
+        CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError)
     from scoring_limits import Limits, limits_from_env  # type: ignore[no-redef]
 
 COMPLETION_KEYS = ("solution_str", "output", "completion", "response")
@@ -42,7 +47,11 @@ class RowCall:
 
 
 def message_text(value: object) -> str | None:
-    """Text of a completion or gold given as a string, a message dict or a list of messages."""
+    """Text of a completion or gold given as a string, a message dict or a list of messages.
+
+    >>> message_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "SELECT 1"}])
+    'SELECT 1'
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
@@ -54,6 +63,23 @@ def message_text(value: object) -> str | None:
         assistant = [m for m in value if isinstance(m, dict) and m.get("role") == "assistant"]
         return message_text(assistant[-1] if assistant else value[-1])
     return None
+
+
+def _assistant_text(messages: object) -> str | None:
+    if isinstance(messages, (list, tuple)):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                return message_text(message)
+    return None
+
+
+def _gold(source: Mapping) -> tuple[str | None, object]:
+    """The gold text in ``source`` and the value it came from (rule in the module docstring)."""
+    for key in GOLD_KEYS:
+        value = source.get(key)
+        if value is not None:
+            return message_text(value), value
+    return _assistant_text(source.get("messages")), None
 
 
 def _flatten_text(value: object, out: list[str], budget: list[int], depth: int = 0) -> None:
@@ -70,30 +96,45 @@ def _flatten_text(value: object, out: list[str], budget: list[int], depth: int =
             _flatten_text(item, out, budget, depth + 1)
 
 
-def read_call(kwargs: dict) -> RowCall:
+def _row_call(completion: object, source: Mapping, limits: Limits, extra_prompt: object = None) -> RowCall | None:
+    """The RowCall for ``completion`` with gold and hints from ``source``; None when it has no gold."""
+    gold, gold_value = _gold(source)
+    if not gold or not gold.strip():
+        return None
+    extra = source.get("extra_info") if isinstance(source.get("extra_info"), dict) else {}
+    hint_sources = (extra, source, gold_value if isinstance(gold_value, dict) else {})
+    db_id = next((str(h[k]) for h in hint_sources for k in DB_KEYS if isinstance(h.get(k), str)), None)
+    row_id = next((str(h[k]) for h in hint_sources for k in ROW_KEYS if isinstance(h.get(k), (str, int))), None)
+    texts: list[str] = []
+    budget = [limits.max_prompt_chars]
+    for hints in hint_sources:
+        for key in PROMPT_KEYS:
+            if hints.get(key) is not None:
+                _flatten_text(hints[key], texts, budget)
+    if extra_prompt is not None:
+        _flatten_text(extra_prompt, texts, budget)
+    text = message_text(completion)
+    return RowCall(text if text is not None else "", gold, db_id, row_id, "\n".join(texts) or None)
+
+
+def read_call(kwargs: Mapping, limits: Limits | None = None) -> RowCall:
     """The completion, gold and hints in a call's keyword arguments. Raises CallArgumentsError."""
     completion = next((kwargs[k] for k in COMPLETION_KEYS if kwargs.get(k) is not None), None)
     if completion is None:
         raise CallArgumentsError("no completion passed: give solution_str= (verl) or output= (envelope)")
-    completion_text = message_text(completion)
-    gold_value = next((kwargs[k] for k in GOLD_KEYS if kwargs.get(k) is not None), None)
-    gold = message_text(gold_value)
-    if not gold or not gold.strip():
+    call = _row_call(completion, kwargs, limits or current_limits())
+    if call is None:
         raise CallArgumentsError("no gold query passed: give ground_truth= (verl) or expected= (envelope), "
                                  "the row's final assistant message")
-    extra = kwargs.get("extra_info") if isinstance(kwargs.get("extra_info"), dict) else {}
-    hints = dict(gold_value) if isinstance(gold_value, dict) else {}
-    hints.update(extra)
-    db_id = next((str(hints[k]) for k in DB_KEYS if isinstance(hints.get(k), str)), None)
-    row_id = next((str(hints[k]) for k in ROW_KEYS if isinstance(hints.get(k), (str, int))), None)
-    texts: list[str] = []
-    budget = [200_000]
-    for source in (hints, kwargs):
-        for key in PROMPT_KEYS:
-            if source.get(key) is not None:
-                _flatten_text(source[key], texts, budget)
-    return RowCall(completion_text if completion_text is not None else "", gold, db_id, row_id,
-                   "\n".join(texts) or None)
+    return call
+
+
+def read_trl_row(completion: object, columns: Mapping, prompt: object = None) -> RowCall | None:
+    """The RowCall for one TRL completion and its dataset row; None when the row has no gold.
+
+    Only ``completion`` is scored: columns named like completions (``output``...) are ignored.
+    """
+    return _row_call(completion, columns, current_limits(), prompt)
 
 
 _limits: list[Limits] = []
@@ -114,18 +155,23 @@ def score_call(call: RowCall, limits: Limits | None = None, root: str | None = N
     limits = limits or current_limits()
     data = bundle_index.load(root)
     resolved = data.resolve(call.gold, call.db_id, call.row_id, call.prompt)
-    data.prime(resolved)
     verdict = verify_mod.verify(call.completion, resolved.gold, resolved.path, limits=limits,
+                                known_gold=data.gold_result(resolved, limits),
                                 cache=data.cache, database_key=resolved.sha256)
-    if verdict.outcome == verify_mod.GOLD_ERROR:
+    outcome = verdict.outcome
+    if outcome == verify_mod.GOLD_ERROR:
         raise GoldQueryError(f"the gold of this row failed on database {resolved.db_id!r} ({verdict.detail}); "
                              "the row cannot be scored: fix or drop it, then rebuild the bundle")
-    if verdict.outcome == verify_mod.INFRASTRUCTURE_ERROR:
+    if outcome == verify_mod.INFRASTRUCTURE_ERROR:
         raise DatabaseUnavailableError(f"database {resolved.db_id!r} failed while scoring ({verdict.detail}); "
                                        "the bundle's data is damaged: rebuild and push it")
+    if outcome == verify_mod.INFRASTRUCTURE_TIMEOUT:
+        raise ScoringTimeoutError(f"scoring on database {resolved.db_id!r} stopped: {verdict.detail}. The row is "
+                                  "unscored, not wrong: give the scorer more CPU (fewer workers per core) or raise "
+                                  "SPIDER_SCORING_WALL_GUARD_S")
     return verdict
 
 
-def score_kwargs(kwargs: dict) -> float:
+def score_kwargs(kwargs: Mapping) -> float:
     """compute_score's body: a float in [0, 1] for the model's answer, or a typed error."""
     return float(score_call(read_call(kwargs)).score)  # type: ignore[arg-type]

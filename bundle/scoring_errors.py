@@ -57,6 +57,17 @@ class GoldQueryError(ScoringInfrastructureError):
     outcome = "gold_error"
 
 
+class ScoringTimeoutError(ScoringInfrastructureError):
+    """The wall-clock guard fired while the query was still within its step budget.
+
+    The machine is far too slow or overloaded for the scorer: the row is unscored, never 0.0.
+    """
+
+    exit_code = 27
+    code = "scoring_timeout"
+    outcome = "infrastructure_timeout"
+
+
 class CallArgumentsError(ScoringInfrastructureError):
     """The caller passed arguments the scorer cannot read (no completion, no gold)."""
 

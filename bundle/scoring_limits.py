@@ -1,91 +1,157 @@
-"""Every limit and setting of the scorer, in one table.
+"""Every limit and setting of the scorer, in one table: the ``Limits`` dataclass below.
 
-Calibrated on the real Spider golds (see README, "Limits"): the slowest gold query on the shipped
-databases takes about 0.5 s, the largest result is 20,662 rows and the longest stored value 213
-bytes, so no real gold comes near a cap. ``max_cell_bytes`` is kept small on purpose: string
-functions such as instr() and replace() cost (length x length) inside one VM step, out of the
-deadline's reach; at 100 kB their worst case is about 20 ms, at 1 MB about 2 s. The same holds for the
-final in-memory sort of a huge ORDER BY or GROUP BY (a sort cannot spill to disk here): only the heap
-ceiling bounds it; at 256 MiB the worst measured step is about 3 s past the deadline.
-A query over a limit gets its own outcome (``prediction_timeout`` or ``prediction_over_cap``);
-it is never compared on a partial result.
+Each field carries its default, unit and meaning; ``SETTINGS`` and README's limits table are derived
+from it, and nothing else in the bundle repeats a default.
 
->>> DEFAULT_LIMITS.timeout_s
-2.0
->>> DEFAULT_LIMITS.replace(timeout_s=0.5).timeout_s
-0.5
+What decides a verdict is deterministic work, never the clock (README, "Limits"):
+
+* a predicted query may run ``budget_steps(gold_steps)`` SQLite VM steps, the larger of
+  ``budget_floor_steps`` and ``budget_gold_multiple`` times the steps its gold took (recorded when
+  the bundle is built, with the SQLite version). Past it: ``prediction_over_budget``, score 0.0;
+* matching columns may visit ``compare_max_cells`` cells; past it: ``prediction_over_cap``;
+* rows, cells, result bytes and text lengths are capped in their own units.
+
+The wall clock only guards: ``wall_guard_s`` per predicted query and comparison, ``gold_wall_guard_s``
+per gold query. Its firing means the machine is far too slow or overloaded, not that the model
+was wrong: the verdict is ``infrastructure_timeout``, unscored. Calibration on the real Spider golds
+(about 21 million VM steps a second on a 2-core machine, December 2026): the median gold takes
+under 1,000 steps, 99% under 150,000, the slowest (bike_1) 15.6 million.
+
+>>> DEFAULT_LIMITS.budget_steps(0), DEFAULT_LIMITS.budget_steps(15_604_000)
+(50000000, 62416000)
+>>> DEFAULT_LIMITS.replace(max_rows=50).max_rows
+50
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+from typing import Any, Mapping
 
-# One row per setting: name, default, unit, meaning. README's limits table is checked against it.
-SETTINGS = (
-    ("timeout_s", 2.0, "s", "wall-clock deadline for a predicted query, fetch included"),
-    ("gold_timeout_s", 20.0, "s", "deadline for a gold query (computed once, then cached)"),
-    ("max_rows", 100_000, "rows", "rows fetched before the result counts as over the cap"),
-    ("max_cell_bytes", 100_000, "bytes", "largest string or blob a query may build (SQLITE_LIMIT_LENGTH)"),
-    ("max_result_bytes", 64_000_000, "bytes", "estimated size of a whole fetched result"),
-    ("max_sql_chars", 20_000, "chars", "longest query text executed"),
-    ("max_completion_chars", 200_000, "chars", "longest model output read by the extractor"),
-    ("compare_timeout_s", 1.0, "s", "deadline for matching columns and rows of two results"),
-    ("compare_max_nodes", 20_000, "nodes", "search steps when several column mappings are possible"),
-    ("heap_limit_bytes", 268_435_456, "bytes", "process-wide SQLite heap ceiling (PRAGMA hard_heap_limit)"),
-    ("cache_pages_kib", 2_048, "KiB", "page cache per connection (PRAGMA cache_size)"),
-    ("progress_steps", 1_000, "VM steps", "how often the deadline is checked inside SQLite"),
-    ("float_digits", 12, "digits", "significant digits numbers are rounded to before comparison"),
-)
+
+def _setting(default: float, unit: str, meaning: str) -> Any:
+    return dataclasses.field(default=default, metadata={"unit": unit, "meaning": meaning})
 
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """The scorer's limits; build variants with ``replace`` (instances are immutable)."""
 
-    timeout_s: float = 2.0
-    gold_timeout_s: float = 20.0
-    max_rows: int = 100_000
-    max_cell_bytes: int = 100_000
-    max_result_bytes: int = 64_000_000
-    max_sql_chars: int = 20_000
-    max_completion_chars: int = 200_000
-    compare_timeout_s: float = 1.0
-    compare_max_nodes: int = 20_000
-    heap_limit_bytes: int = 268_435_456
-    cache_pages_kib: int = 2_048
-    progress_steps: int = 1_000
-    float_digits: int = 12
+    budget_floor_steps: int = _setting(
+        50_000_000, "VM steps", "least work a predicted query may do before it is over budget")
+    budget_gold_multiple: int = _setting(
+        4, "x gold", "a predicted query may also do this many times the steps of its gold")
+    gold_max_steps: int = _setting(
+        500_000_000, "VM steps", "work a gold query may do (at build time, or once per process)")
+    wall_guard_s: float = _setting(
+        30.0, "s", "wall-clock guard per predicted query and comparison; firing is unscored")
+    gold_wall_guard_s: float = _setting(
+        120.0, "s", "wall-clock guard per gold query; firing is unscored")
+    max_rows: int = _setting(100_000, "rows", "rows fetched before the result counts as over the cap")
+    max_cell_bytes: int = _setting(
+        100_000, "bytes", "largest string or blob a query may build (SQLITE_LIMIT_LENGTH)")
+    max_result_bytes: int = _setting(64_000_000, "bytes", "estimated size of a whole fetched result")
+    max_sql_chars: int = _setting(20_000, "chars", "longest query text executed")
+    max_completion_chars: int = _setting(200_000, "chars", "longest model output read by the extractor")
+    max_prompt_chars: int = _setting(
+        200_000, "chars", "longest prompt text read to tell databases apart")
+    compare_max_cells: int = _setting(
+        4_000_000, "cells", "cells visited while matching the columns of two results")
+    heap_limit_bytes: int = _setting(
+        268_435_456, "bytes", "process-wide SQLite heap ceiling (PRAGMA hard_heap_limit)")
+    cache_pages_kib: int = _setting(2_048, "KiB", "page cache per connection (PRAGMA cache_size)")
+    progress_steps: int = _setting(1_000, "VM steps", "how often SQLite reports work done (the budget's unit)")
+    float_digits: int = _setting(12, "digits", "significant digits numbers are rounded to before comparison")
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"limit {field.name} must be a positive number, got {value!r}")
+            wanted = int if field.type in ("int", int) else float
+            if not _valid(value, wanted):
+                raise ValueError(f"limit {field.name} must be a positive {wanted.__name__}, got {value!r}")
+        if self.progress_steps > _C_INT_MAX:  # SQLite takes it as a C int
+            raise ValueError(f"limit progress_steps must be at most {_C_INT_MAX}, got {self.progress_steps}")
 
     def replace(self, **changes: float) -> "Limits":
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def budget_steps(self, gold_steps: int) -> int:
+        """VM steps a predicted query may take when its gold took ``gold_steps``."""
+        return max(self.budget_floor_steps, self.budget_gold_multiple * int(gold_steps))
 
 
-def limits_from_env(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Limits:
-    """Limits with overrides from ``SPIDER_SCORING_<NAME>`` variables (e.g. SPIDER_SCORING_TIMEOUT_S).
+_C_INT_MAX = 2**31 - 1
+
+
+def _valid(value: object, wanted: type) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if wanted is int and not isinstance(value, int):
+        return False
+    return math.isfinite(value) and value > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One row of the limits table."""
+
+    name: str
+    default: float
+    unit: str
+    meaning: str
+    type: type
+
+
+def _settings() -> tuple[Setting, ...]:
+    return tuple(Setting(f.name, f.default, f.metadata["unit"], f.metadata["meaning"],  # type: ignore[arg-type]
+                         int if f.type in ("int", int) else float)
+                 for f in dataclasses.fields(Limits))
+
+
+SETTINGS = _settings()
+ENV_PREFIX = "SPIDER_SCORING_"
+
+
+def env_name(name: str) -> str:
+    """The environment variable that overrides a setting.
+
+    >>> env_name("wall_guard_s")
+    'SPIDER_SCORING_WALL_GUARD_S'
+    """
+    return ENV_PREFIX + name.upper()
+
+
+def _parse(setting: Setting, raw: str) -> float:
+    text = raw.strip()
+    try:
+        value: float = int(text) if setting.type is int else float(text)
+    except ValueError:
+        kind = "a whole number (e.g. 50000000)" if setting.type is int else "a number"
+        raise ValueError(f"{env_name(setting.name)}={raw!r} is not {kind} of {setting.unit}; "
+                         f"unset it or give a valid value (default {setting.default})") from None
+    if not _valid(value, setting.type):
+        raise ValueError(f"{env_name(setting.name)}={raw!r} must be positive and finite; "
+                         f"unset it or give a valid value (default {setting.default})")
+    return value
+
+
+def limits_from_env(environ: Mapping[str, str] | None = None) -> Limits:
+    """Limits with overrides from ``SPIDER_SCORING_<NAME>`` variables (e.g. SPIDER_SCORING_MAX_ROWS).
+
+    A value that is not valid for its setting's type is an error naming the variable, never rounded.
 
     >>> limits_from_env({"SPIDER_SCORING_MAX_ROWS": "50"}).max_rows
     50
+    >>> limits_from_env({"SPIDER_SCORING_MAX_ROWS": "50.7"})
+    Traceback (most recent call last):
+    ...
+    ValueError: SPIDER_SCORING_MAX_ROWS='50.7' is not a whole number (e.g. 50000000) of rows; unset it or give a valid value (default 100000)
     """
     environ = os.environ if environ is None else environ
-    changes = {}
-    for name, default, _unit, _meaning in SETTINGS:
-        raw = environ.get("SPIDER_SCORING_" + name.upper())
-        if raw is None:
-            continue
-        try:
-            changes[name] = type(default)(float(raw)) if isinstance(default, int) else float(raw)
-        except ValueError:
-            raise ValueError(
-                f"SPIDER_SCORING_{name.upper()}={raw!r} is not a number; unset it or give a {_unit} value"
-            ) from None
-    return Limits(**changes)
+    changes = {s.name: _parse(s, environ[env_name(s.name)]) for s in SETTINGS if env_name(s.name) in environ}
+    return Limits(**changes)  # type: ignore[arg-type]
 
 
 DEFAULT_LIMITS = Limits()

@@ -28,40 +28,93 @@ import dataclasses
 import time
 from typing import Callable, Sequence
 
+try:
+    from .scoring_limits import DEFAULT_LIMITS
+except ImportError:  # run as a standalone file
+    from scoring_limits import DEFAULT_LIMITS  # type: ignore[no-redef]
+
 NULL_TAG, NUMBER_TAG, TEXT_TAG, BLOB_TAG, NAN_TAG = 0, 1, 2, 3, 4
+_DIGITS = DEFAULT_LIMITS.float_digits
 
 
 class CompareBudgetExceeded(Exception):
-    """Matching the columns took more time or steps than the limits allow."""
+    """Matching the columns needed more work (cells visited) than the budget allows: deterministic."""
 
 
-def value_key(value: object, digits: int = 12) -> tuple:
+class CompareWallGuard(Exception):
+    """Matching the columns was still within its budget when the wall-clock guard fired."""
+
+
+class Budget:
+    """Work allowed to one comparison, counted in cells visited; the wall clock only guards."""
+
+    __slots__ = ("left", "limit", "deadline")
+
+    def __init__(self, max_cells: int = DEFAULT_LIMITS.compare_max_cells, deadline: float | None = None) -> None:
+        self.left = self.limit = max_cells
+        self.deadline = deadline
+
+    def spend(self, cells: int) -> None:
+        self.left -= cells
+        if self.left < 0:
+            raise CompareBudgetExceeded(f"column matching needed more than {self.limit:,} cell visits")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise CompareWallGuard("column matching was within its budget when the wall-clock guard fired")
+
+    @property
+    def used(self) -> int:
+        return self.limit - self.left
+
+
+def _number_key(value: float, digits: int) -> tuple:
+    rounded = float(f"{value:.{digits}g}")
+    if rounded != rounded:
+        return (NAN_TAG, 0)
+    if rounded.is_integer():
+        return (NUMBER_TAG, int(rounded))
+    return (NUMBER_TAG, rounded)
+
+
+# value_key is a pure function; the keys of floats (costly to round) are remembered, a bounded number.
+_NUMBER_KEYS: dict[tuple, tuple] = {}
+_NUMBER_KEYS_MAX = 65_536
+_INT_LIMIT = 10 ** _DIGITS
+
+
+def value_key(value: object, digits: int = _DIGITS) -> tuple:
     """A hashable, sortable key: equal keys mean "the same value" under the rule table.
 
     >>> value_key(1) == value_key(1.0), value_key(None) == value_key(""), value_key("1") == value_key(1)
     (True, False, False)
     """
     cls = value.__class__
-    if value is None:
-        return (NULL_TAG, 0)
     if cls is str:
         return (TEXT_TAG, value)
-    if cls is int and -(10 ** digits) < value < 10 ** digits:  # type: ignore[operator]
-        return (NUMBER_TAG, value)
+    if value is None:
+        return (NULL_TAG, 0)
+    if cls is int:
+        limit = _INT_LIMIT if digits == _DIGITS else 10 ** digits
+        if -limit < value < limit:  # type: ignore[operator]
+            return (NUMBER_TAG, value)
     if cls is int or cls is float or cls is bool:
-        rounded = float(f"{value:.{digits}g}")
-        if rounded != rounded:
-            return (NAN_TAG, 0)
-        if rounded.is_integer():
-            return (NUMBER_TAG, int(rounded))
-        return (NUMBER_TAG, rounded)
+        memo = (value, digits)
+        found = _NUMBER_KEYS.get(memo)
+        if found is None:
+            found = _number_key(value, digits)  # type: ignore[arg-type]
+            if len(_NUMBER_KEYS) >= _NUMBER_KEYS_MAX:
+                _NUMBER_KEYS.clear()
+            _NUMBER_KEYS[memo] = found
+        return found
     if cls is bytes or cls is bytearray or cls is memoryview:
         return (BLOB_TAG, bytes(value))  # type: ignore[arg-type]
     return (TEXT_TAG, str(value))
 
 
-def normalize_rows(rows: Sequence[Sequence[object]], digits: int = 12) -> list[tuple]:
-    return [tuple(value_key(v, digits) for v in row) for row in rows]
+def normalize_rows(rows: Sequence[Sequence[object]], digits: int = _DIGITS) -> list[tuple]:
+    """Every value of every row as its ``value_key``; text and NULL, the common cases, inline."""
+    key, text, null = value_key, TEXT_TAG, (NULL_TAG, 0)
+    return [tuple([(text, v) if v.__class__ is str else null if v is None else key(v, digits) for v in row])
+            for row in rows]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +149,7 @@ class ResultShape:
         return found
 
 
-def bag_shape(rows: Sequence[Sequence[object]], ncols: int | None = None, digits: int = 12) -> ResultShape:
+def bag_shape(rows: Sequence[Sequence[object]], ncols: int | None = None, digits: int = _DIGITS) -> ResultShape:
     norm = tuple(normalize_rows(rows, digits))
     width = ncols if ncols is not None else (len(norm[0]) if norm else 0)
     return ResultShape(width, norm, False, (Segment(0, len(norm)),))
@@ -106,7 +159,7 @@ def bag_shape(rows: Sequence[Sequence[object]], ncols: int | None = None, digits
 class Comparison:
     match: bool
     detail: str
-    steps: int = 0
+    cells: int = 0  # cell visits the column matching took (0: no search needed)
 
 
 def _permuted(rows: Sequence[tuple], perm: Sequence[int] | None) -> list[tuple]:
@@ -128,10 +181,11 @@ def rows_fit(gold: ResultShape, pred: Sequence[tuple], perm: Sequence[int] | Non
     return True
 
 
-def _column_candidates(gold: ResultShape, pred: Sequence[tuple]) -> tuple[list, list, list[list[int]]]:
+def _column_candidates(gold: ResultShape, pred: Sequence[tuple], budget: Budget) -> tuple[list, list, list[list[int]]]:
     """Column signatures (values per exact segment) of both sides, and for each gold column the
     predicted columns whose values could be its values."""
     ncols = gold.ncols
+    budget.spend(2 * ncols * max(len(pred), 1))
 
     def signature(rows: Sequence[tuple], c: int, segs: list[Segment]) -> tuple:
         return tuple(frozenset(collections.Counter(r[c] for r in rows[s.start:s.end]).items()) for s in segs)
@@ -140,11 +194,19 @@ def _column_candidates(gold: ResultShape, pred: Sequence[tuple]) -> tuple[list, 
     partial = [s for s in gold.segments if s.pool is not None]
     gold_sig = [signature(gold.rows, c, exact) for c in range(ncols)]
     pred_sig = [signature(pred, c, exact) for c in range(ncols)]
+    by_sig: dict[tuple, list[int]] = {}
+    for j, sig in enumerate(pred_sig):
+        by_sig.setdefault(sig, []).append(j)
+    partial_rows = [row for s in partial for row in pred[s.start:s.end]]
     cands = []
     for g in range(ncols):
-        allowed = [{row[g] for row in s.pool} for s in partial]
-        cands.append([j for j in range(ncols) if gold_sig[g] == pred_sig[j] and all(
-            row[j] in allowed[k] for k, s in enumerate(partial) for row in pred[s.start:s.end])])
+        same = by_sig.get(gold_sig[g], [])
+        if partial_rows:
+            budget.spend(len(same) * len(partial_rows))
+            allowed = [{row[g] for row in s.pool} for s in partial]
+            same = [j for j in same if all(row[j] in allowed[k] for k, s in enumerate(partial)
+                                           for row in pred[s.start:s.end])]
+        cands.append(same)
     return gold_sig, pred_sig, cands
 
 
@@ -152,7 +214,7 @@ class _Search:
     """Colour refinement with individualization over the columns of two tables (exact rows only)."""
 
     def __init__(self, gold: ResultShape, pred: Sequence[tuple], cands: list[list[int]],
-                 check: Callable[[list[int]], bool], deadline: float, max_nodes: int) -> None:
+                 check: Callable[[list[int]], bool], budget: Budget) -> None:
         exact_pos = [(k, i) for k, s in enumerate(gold.segments) if s.pool is None for i in range(s.start, s.end)]
         self.g_rows = [gold.rows[i] for _, i in exact_pos]
         self.p_rows = [pred[i] for _, i in exact_pos]
@@ -160,17 +222,12 @@ class _Search:
         self.ncols = gold.ncols
         self.cands = cands
         self.check = check
-        self.deadline = deadline
-        self.max_nodes = max_nodes
-        self.nodes = 0
+        self.budget = budget
+        self.round_cells = 4 * self.ncols * max(len(self.g_rows), 1)
         self.palette: dict = {}
 
     def _intern(self, signature: object) -> int:
         return self.palette.setdefault(signature, len(self.palette))
-
-    def _tick(self) -> None:
-        if self.nodes > self.max_nodes or time.monotonic() > self.deadline:
-            raise CompareBudgetExceeded(f"column matching stopped after {self.nodes} steps")
 
     def _refine(self, gc: list[int], pc: list[int]) -> tuple | None:
         g_rc = [self._intern(("row", s)) for s in self.row_seg]
@@ -178,8 +235,7 @@ class _Search:
         cols = range(self.ncols)
         distinct = -1
         while True:
-            self.nodes += 1
-            self._tick()
+            self.budget.spend(self.round_cells)
             gc = [self._intern((gc[c], tuple(sorted(collections.Counter(
                 (g_rc[r], row[c]) for r, row in enumerate(self.g_rows)).items())))) for c in cols]
             pc = [self._intern((pc[c], tuple(sorted(collections.Counter(
@@ -210,8 +266,10 @@ class _Search:
             perm = [0] * self.ncols
             for golds, preds in classes.values():
                 perm[golds[0]] = preds[0]
-            if all(perm[g] in self.cands[g] for g in range(self.ncols)) and self.check(perm):
-                return perm
+            if all(perm[g] in self.cands[g] for g in range(self.ncols)):
+                self.budget.spend(self.round_cells // 2)
+                if self.check(perm):
+                    return perm
             return None
         golds, preds = min(open_classes, key=lambda v: len(v[0]))
         g = golds[0]
@@ -228,26 +286,30 @@ class _Search:
 
 
 def compare(gold: ResultShape, pred: Sequence[tuple], pred_ncols: int, *,
-            deadline: float | None = None, max_nodes: int = 20_000) -> Comparison:
-    """Compare a normalized predicted result with the gold's shape. Raises CompareBudgetExceeded."""
+            budget: Budget | None = None) -> Comparison:
+    """Compare a normalized predicted result with the gold's shape.
+
+    Raises CompareBudgetExceeded (deterministic: too much work) or CompareWallGuard (the budget's
+    wall-clock guard fired first).
+    """
     if pred_ncols != gold.ncols:
         return Comparison(False, f"gold has {gold.ncols} columns, prediction {pred_ncols}")
     if len(pred) != len(gold.rows):
         return Comparison(False, f"gold has {len(gold.rows)} rows, prediction {len(pred)}")
-    if not pred or rows_fit(gold, pred, None):
+    if not pred or tuple(pred) == gold.rows or rows_fit(gold, pred, None):  # the gold's own order fits any shape
         return Comparison(True, "same rows" + (" in the gold's order" if gold.ordered else ""))
     bag_equal = collections.Counter(pred) == collections.Counter(gold.rows)
     if gold.ncols == 1:
         return Comparison(False, "same rows, wrong order" if bag_equal else "different rows")
-    gold_sig, pred_sig, cands = _column_candidates(gold, pred)
+    budget = budget or Budget()
+    gold_sig, pred_sig, cands = _column_candidates(gold, pred, budget)
     missing = [g for g in range(gold.ncols) if not cands[g]]
     if missing:
         return Comparison(False, f"no predicted column holds the values of gold column {missing[0] + 1}")
-    search = _Search(gold, pred, cands, lambda perm: rows_fit(gold, pred, perm),
-                     deadline if deadline is not None else time.monotonic() + 1.0, max_nodes)
+    search = _Search(gold, pred, cands, lambda perm: rows_fit(gold, pred, perm), budget)
     # Columns start coloured by their values per exact segment, the same palette on both sides.
     perm = search.run([search._intern(("sig", sig)) for sig in gold_sig],
                       [search._intern(("sig", sig)) for sig in pred_sig])
     if perm is not None:
-        return Comparison(True, "same rows, columns reordered", search.nodes)
-    return Comparison(False, "no column order gives the same rows", search.nodes)
+        return Comparison(True, "same rows, columns reordered", budget.used)
+    return Comparison(False, "no column order gives the same rows", budget.used)

@@ -7,13 +7,19 @@ Rules, applied in order (README, "Extraction rules"):
    everything after an unclosed ``<think>``.
 3. If the reply has a code fence (```` ``` ```` or ```` ```sql ````), the first fenced block that
    holds a statement is used; an unclosed fence (a reply cut by the token limit) runs to the end.
+   A fence inside a ``/* */`` comment is not a fence.
 4. Otherwise the query starts at the first statement keyword at the start of a line (``SELECT``
    or ``WITH ... AS (`` in any case, or another statement such as ``DROP`` or ``PRAGMA`` in upper
-   case, which the sandbox then refuses); failing that, at the first upper-case ``SELECT`` or ``WITH``, then at any: prose
-   before it is ignored.
-5. The query ends at its first ``;`` or blank line outside strings, quoted names and comments;
-   prose after that is ignored. Comments inside the query are kept (SQLite ignores them).
-6. Surrounding whitespace and trailing semicolons are removed. An empty result is ``None``.
+   case, which the sandbox then refuses); failing that, at the first upper-case ``SELECT`` or
+   ``WITH``, then at any: prose before it is ignored. A keyword inside a comment (after ``--`` on
+   its line, or within ``/* */``) never starts a query.
+5. The query ends at its first ``;`` or blank line outside strings, quoted names and comments.
+   Comments inside the query are kept (SQLite ignores them).
+6. What follows, up to the end of the block: when it starts with a statement keyword (any case,
+   after whitespace, comments and more ``;``), it is returned as ``second``, and the scorer asks
+   SQLite's parser whether it is a statement (then the reply is ``forbidden``: several statements)
+   or prose (ignored, as any other prose after the query).
+7. Surrounding whitespace and trailing semicolons are removed. An empty result is ``None``.
 
 >>> extract_sql("Sure! Here it is:\\n```sql\\nSELECT name FROM singer;\\n```")
 'SELECT name FROM singer'
@@ -21,16 +27,24 @@ Rules, applied in order (README, "Extraction rules"):
 'SELECT count(*) FROM t'
 >>> extract_sql("I cannot answer that.") is None
 True
+>>> extract_sql("-- SELECT count(*) FROM singer") is None
+True
+>>> extract("SELECT count(*) FROM singer; DROP TABLE singer")
+Extracted(sql='SELECT count(*) FROM singer', second='DROP TABLE singer')
 """
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import re
 
 try:
     from . import sql_text
+    from .scoring_limits import DEFAULT_LIMITS
 except ImportError:  # run as a standalone file
     import sql_text  # type: ignore[no-redef]
+    from scoring_limits import DEFAULT_LIMITS  # type: ignore[no-redef]
 
 _SPECIAL_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>")
 _THINK_TAG = re.compile(r"</?think>", re.IGNORECASE)
@@ -68,16 +82,68 @@ def strip_reasoning(text: str) -> str:
     return "".join(kept)
 
 
+# Any statement keyword, in any case: what may open a second statement after the query.
+_ANY_START = re.compile(_START.pattern + "|" + _OTHER_START.pattern, re.IGNORECASE)
+_FILLER = re.compile(r"(?:\s+|;|--[^\n]*(?:\n|\Z)|/\*.*?(?:\*/|\Z))*", re.DOTALL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Extracted:
+    """The query found in a reply, and the start of a possible second statement after it."""
+
+    sql: str | None
+    second: str | None = None
+
+
 def _at_line_start(text: str, pos: int) -> bool:
-    return not text[text.rfind("\n", 0, pos) + 1:pos].strip()
+    i = pos - 1
+    while i >= 0 and text[i] in " \t\r\f\v":  # only the blanks just before: linear over all calls
+        i -= 1
+    return i < 0 or text[i] == "\n"
+
+
+_COMMENT = re.compile(r"--[^\n]*|/\*.*?(?:\*/|\Z)", re.DOTALL)
+
+
+class Comments:
+    """The SQL comments of a text (``--`` to the end of its line, ``/* */``), found in one pass.
+
+    Quotes are not read: in prose an apostrophe is no string delimiter.
+
+    >>> c = Comments("x -- SELECT 1\\n/* a */ SELECT 2")
+    >>> c.covers(5), c.covers(22)
+    (True, False)
+    """
+
+    def __init__(self, text: str) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        if "--" in text or "/*" in text:
+            for m in _COMMENT.finditer(text):
+                self.starts.append(m.start())
+                self.ends.append(m.end())
+
+    def _at(self, pos: int) -> int | None:
+        i = bisect.bisect_right(self.starts, pos) - 1
+        return i if i >= 0 and pos < self.ends[i] else None
+
+    def covers(self, pos: int) -> bool:
+        return self._at(pos) is not None
+
+    def block_covers(self, text: str, pos: int) -> bool:
+        """Whether ``pos`` is inside a ``/* */`` comment of ``text`` (the text given to __init__)."""
+        i = self._at(pos)
+        return i is not None and text.startswith("/*", self.starts[i])
 
 
 def _statement_start(text: str) -> int | None:
     leading = len(text) - len(text.lstrip())
     if _START.match(text, leading) or _OTHER_START.match(text, leading):
         return leading  # a statement keyword first: no earlier start can exist
-    starts = list(_START.finditer(text))
-    others = [m for m in _OTHER_START.finditer(text) if _at_line_start(text, m.start())]
+    comments = Comments(text)
+    starts = [m for m in _START.finditer(text) if not comments.covers(m.start())]
+    others = [m for m in _OTHER_START.finditer(text) if _at_line_start(text, m.start())
+              and not comments.covers(m.start())]
     line_starts = sorted([m.start() for m in starts if _at_line_start(text, m.start())] +
                          [m.start() for m in others])
     if line_starts:
@@ -90,29 +156,48 @@ def _statement_start(text: str) -> int | None:
     return starts[0].start()
 
 
-def _cut(text: str) -> str | None:
+def _second(rest: str) -> str | None:
+    """What follows the query, when it begins with a statement keyword (rule 6)."""
+    at = _FILLER.match(rest).end()  # type: ignore[union-attr]
+    if not _ANY_START.match(rest, at):
+        return None
+    tail = rest[at:]
+    return tail[: sql_text.statement_end(tail)].strip() or None
+
+
+def _cut(text: str) -> Extracted | None:
     start = _statement_start(text)
     if start is None:
         return None
     body = text[start:]
-    query = body[: sql_text.statement_end(body)].strip()
-    query = query.rstrip(";").strip()
-    return query or None
+    end = sql_text.statement_end(body)
+    query = body[:end].strip().rstrip(";").strip()
+    if not query:
+        return None
+    return Extracted(query, _second(body[end:]) if end < len(body) else None)
 
 
-def extract_sql(completion: object, max_chars: int = 200_000) -> str | None:
-    """The query in ``completion`` (rules above), or ``None`` when there is none.
+def extract(completion: object, max_chars: int = DEFAULT_LIMITS.max_completion_chars) -> Extracted:
+    """The query in ``completion`` (rules above) and a possible second statement after it.
 
-    Reads at most ``max_chars`` characters; anything that is not a string yields ``None``.
+    Reads at most ``max_chars`` characters; anything that is not a string has no query.
     """
     if not isinstance(completion, str):
-        return None
+        return Extracted(None)
     text = strip_reasoning(completion[:max_chars])
     if "```" in text:
+        comments = Comments(text) if "/*" in text else None
         for fence in _FENCE.finditer(text):
+            if comments is not None and comments.block_covers(text, fence.start()):
+                continue
             found = _cut(fence.group(1))
             if found is not None:
                 return found
         # Fences without a statement inside: fall back to the text around them.
         text = _FENCE.sub("\n\n", text)
-    return _cut(text)
+    return _cut(text) or Extracted(None)
+
+
+def extract_sql(completion: object, max_chars: int = DEFAULT_LIMITS.max_completion_chars) -> str | None:
+    """The query in ``completion`` (rules above), or ``None`` when there is none."""
+    return extract(completion, max_chars).sql

@@ -8,12 +8,16 @@ Layers, none of which relies on reading the SQL text (README, "Hardening"):
 * SQLite limits: no attached databases, strings and blobs capped, no sorter threads (Python 3.11+;
   older sqlite3 modules cannot set them, and the heap ceiling is then the only bound on values);
 * ``temp_store=MEMORY`` (a runaway sort never spills to disk) and a process-wide heap ceiling;
-* a progress handler that interrupts the query at its deadline (the CPU is freed at once);
+* a progress handler that counts SQLite's VM steps and stops the query when it is over its step
+  budget (deterministic: the same query on the same database always takes the same steps), or
+  when the wall-clock guard fires (the machine is far too slow: not the query's verdict);
 * ``fetchmany`` with a row cap and a byte budget, so a huge result is refused before it is held;
 * Python's sqlite3 refuses a second statement in the same text.
 
 Connections are cached per thread (one per database file), so the cost of opening and of reading
 the schema is paid once per thread; a cached connection has no state a query could change.
+Statements are never cached: SQLite counts a reused statement's steps from where its last run
+left off, which would make the step count, and so the verdict, depend on history.
 """
 
 from __future__ import annotations
@@ -32,22 +36,25 @@ except ImportError:  # run as a standalone file
     from scoring_limits import Limits  # type: ignore[no-redef]
 
 # Failure kinds: the caller maps them to outcomes.
-ERROR, FORBIDDEN, TIMEOUT, OVER_CAP, INFRASTRUCTURE = "error", "forbidden", "timeout", "over_cap", "infrastructure"
+ERROR, FORBIDDEN, OVER_BUDGET, WALL_GUARD, OVER_CAP, INFRASTRUCTURE = (
+    "error", "forbidden", "over_budget", "wall_guard", "over_cap", "infrastructure")
 
 
 class QueryFailed(Exception):
-    """The query did not produce a complete result; ``kind`` says why."""
+    """The query did not produce a complete result; ``kind`` says why, ``steps`` how far it got."""
 
-    def __init__(self, kind: str, detail: str) -> None:
+    def __init__(self, kind: str, detail: str, steps: int = 0) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
         self.detail = detail
+        self.steps = steps
 
 
 @dataclasses.dataclass(frozen=True)
 class RawResult:
     columns: tuple[str, ...]
     rows: list[tuple]
+    steps: int  # VM steps counted, in units of limits.progress_steps
     seconds: float
 
 
@@ -56,7 +63,7 @@ _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite
 
 # Core SQLite functions (scalar, aggregate, window, date, math, JSON). Anything else is refused.
 # printf/format are left out: a huge precision ('%.*c') loops for seconds inside one VM step,
-# where no deadline can reach it, whatever the length limit. Spider's golds never use them.
+# where no step count can reach it, whatever the length limit. Spider's golds never use them.
 ALLOWED_FUNCTIONS = frozenset("""
 abs changes char coalesce concat concat_ws glob hex ifnull iif instr last_insert_rowid length
 like likelihood likely lower ltrim max min nullif octet_length quote random randomblob replace
@@ -75,7 +82,6 @@ _LIMIT_LENGTH, _LIMIT_SQL_LENGTH, _LIMIT_ATTACHED, _LIMIT_LIKE_PATTERN, _LIMIT_W
 # A LIKE/GLOB pattern costs up to (text length x pattern length) in one VM step: keep both small.
 LIKE_PATTERN_MAX = 1000
 _RESULT_CODE_KIND = {
-    9: TIMEOUT,  # SQLITE_INTERRUPT
     7: OVER_CAP,  # SQLITE_NOMEM
     18: OVER_CAP,  # SQLITE_TOOBIG
     23: FORBIDDEN,  # SQLITE_AUTH
@@ -84,11 +90,12 @@ _RESULT_CODE_KIND = {
     14: INFRASTRUCTURE, 26: INFRASTRUCTURE,  # PERM IOERR CORRUPT FULL CANTOPEN NOTADB
 }
 _MESSAGE_KIND = (
-    ("interrupted", TIMEOUT), ("not authorized", FORBIDDEN), ("too big", OVER_CAP),
+    ("not authorized", FORBIDDEN), ("too big", OVER_CAP),
     ("out of memory", OVER_CAP), ("one statement at a time", FORBIDDEN), ("readonly", FORBIDDEN),
     ("not a database", INFRASTRUCTURE), ("malformed", INFRASTRUCTURE), ("disk i/o", INFRASTRUCTURE),
     ("unable to open", INFRASTRUCTURE),
 )
+_INTERRUPT = 9  # SQLITE_INTERRUPT: our progress handler stopped the query
 
 
 def _authorize(action: int, arg1: object, arg2: object, _db: object, _trigger: object) -> int:
@@ -112,6 +119,49 @@ def _apply_heap_limit(conn: sqlite3.Connection, limit: int) -> None:
             _heap_set = True
 
 
+class _HeapTurns:
+    """Queries of one process share SQLite's heap ceiling; a query that ran out of memory beside
+    others is run again alone, so that "over the memory cap" is about the query, not its company.
+
+    The common path is one uncontended lock; only a query that must run alone waits (and makes
+    new queries wait) until every running query has left.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._alone = False
+        self._changed = threading.Condition(self._lock)
+
+    def enter(self) -> None:
+        with self._lock:
+            while self._alone:
+                self._changed.wait()
+            self._running += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._alone and self._running == 0:
+                self._changed.notify_all()
+
+    def enter_alone(self) -> None:
+        with self._lock:
+            while self._alone:
+                self._changed.wait()
+            self._alone = True
+            while self._running:
+                self._changed.wait()
+
+    def leave_alone(self) -> None:
+        with self._lock:
+            self._alone = False
+            self._changed.notify_all()
+
+
+_turns = _HeapTurns()
+
+
 def database_uri(path: str) -> str:
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
 
@@ -122,7 +172,7 @@ def open_guarded(path: str, limits: Limits) -> sqlite3.Connection:
         raise QueryFailed(INFRASTRUCTURE, f"database file not found: {path}")
     try:
         conn = sqlite3.connect(database_uri(path), uri=True, isolation_level=None,
-                               cached_statements=64)
+                               cached_statements=0)
         conn.execute("PRAGMA temp_store=MEMORY")
         conn.execute(f"PRAGMA cache_size=-{int(limits.cache_pages_kib)}")
         conn.execute("PRAGMA mmap_size=0")
@@ -148,7 +198,7 @@ class _ThreadConnections(threading.local):
 
 
 _local = _ThreadConnections()
-_MAX_CACHED_PER_THREAD = 8
+_MAX_CACHED_PER_THREAD = 32
 
 
 def _connection(path: str, limits: Limits) -> sqlite3.Connection:
@@ -173,6 +223,15 @@ def forget_connections() -> None:
         _local.by_path.popitem()[1].close()
 
 
+def _after_fork() -> None:
+    global _turns
+    _turns = _HeapTurns()  # a lock held by a thread of the parent would never be released here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def classify(exc: BaseException) -> str:
     """The failure kind of an exception raised by sqlite3 while running a query."""
     if isinstance(exc, MemoryError):
@@ -191,9 +250,17 @@ def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
+_CELL_CAPPED = hasattr(sqlite3.Connection, "setlimit")  # Python 3.11+: SQLITE_LIMIT_LENGTH bounds each cell
+
+
 def _fetch(cursor: sqlite3.Cursor, limits: Limits) -> list[tuple]:
     rows: list[tuple] = []
     budget = limits.max_result_bytes
+    # While even cells of the largest size allowed could not exceed the byte budget, there is
+    # nothing to count (most results); past that, every string and blob is counted.
+    ncols = len(cursor.description or ()) or 1
+    uncounted = budget // (ncols * (8 + limits.max_cell_bytes)) if _CELL_CAPPED else 0
+    counted = 0
     while True:
         chunk = cursor.fetchmany(256)
         if not chunk:
@@ -201,22 +268,48 @@ def _fetch(cursor: sqlite3.Cursor, limits: Limits) -> list[tuple]:
         rows.extend(chunk)
         if len(rows) > limits.max_rows:
             raise QueryFailed(OVER_CAP, f"more than {limits.max_rows} rows")
-        for row in chunk:
+        if len(rows) <= uncounted:
+            continue
+        for row in rows[counted:]:
             budget -= 8 * len(row)
             for value in row:
                 if value.__class__ is str or value.__class__ is bytes:
                     budget -= len(value)
+        counted = len(rows)
         if budget < 0:
             raise QueryFailed(OVER_CAP, f"result larger than {limits.max_result_bytes} bytes")
 
 
-def _execute_once(conn: sqlite3.Connection, sql: str, deadline: float, limits: Limits) -> tuple:
-    clock = time.monotonic
+class _Meter:
+    """The progress handler: one call per ``progress_steps`` VM steps, counted against a budget.
 
-    def past_deadline() -> int:
-        return clock() >= deadline
+    The wall clock is read every 8th call only (every 8,000 steps by default): it only guards.
+    """
 
-    conn.set_progress_handler(past_deadline, int(limits.progress_steps))
+    __slots__ = ("calls", "max_calls", "deadline", "stopped", "handler")
+
+    def __init__(self, max_calls: int, deadline: float) -> None:
+        self.calls = 0
+        self.max_calls = max_calls
+        self.deadline = deadline
+        self.stopped: str | None = None
+        clock = time.monotonic
+
+        def handler() -> int:
+            self.calls = calls = self.calls + 1
+            if calls > max_calls:
+                self.stopped = OVER_BUDGET
+                return 1
+            if not calls & 7 and clock() >= deadline:
+                self.stopped = WALL_GUARD
+                return 1
+            return 0
+
+        self.handler = handler
+
+
+def _execute_once(conn: sqlite3.Connection, sql: str, meter: _Meter, limits: Limits) -> tuple:
+    conn.set_progress_handler(meter.handler, int(limits.progress_steps))
     try:
         cursor = conn.execute(sql)
         if cursor.description is None:  # ran, but is no query (REINDEX is not authorizer-checked)
@@ -229,30 +322,78 @@ def _execute_once(conn: sqlite3.Connection, sql: str, deadline: float, limits: L
         conn.set_progress_handler(None, 0)
 
 
-def run_query(path: str, sql: str, timeout_s: float, limits: Limits) -> RawResult:
-    """Execute ``sql`` on the database at ``path``; the full result or QueryFailed."""
+def _failure(exc: BaseException, meter: _Meter, unit: int, budget_steps: int, wall_s: float) -> QueryFailed:
+    steps = meter.calls * unit
+    code = getattr(exc, "sqlite_errorcode", None)
+    interrupted = (isinstance(code, int) and code & 0xFF == _INTERRUPT) or "interrupted" in str(exc).lower()
+    if interrupted and meter.stopped == OVER_BUDGET:
+        return QueryFailed(OVER_BUDGET, f"over its budget of {budget_steps:,} SQLite VM steps", steps)
+    if interrupted and meter.stopped == WALL_GUARD:
+        return QueryFailed(WALL_GUARD, f"still within its step budget when the {wall_s:g} s wall-clock "
+                                       "guard fired: the machine is far too slow or overloaded", steps)
+    kind = classify(exc)
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return QueryFailed(kind, detail[:300], steps)
+
+
+def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s: float) -> RawResult:
+    """Execute ``sql`` on the database at ``path``; the full result or QueryFailed.
+
+    The query may take ``budget_steps`` VM steps (counted in units of ``limits.progress_steps``);
+    ``wall_s`` seconds is only a guard, reported as the kind WALL_GUARD, never as over budget.
+    """
     if len(sql) > limits.max_sql_chars:
         raise QueryFailed(OVER_CAP, f"query longer than {limits.max_sql_chars} characters")
     started = time.monotonic()
-    deadline = started + timeout_s
+    unit = int(limits.progress_steps)
     conn = _connection(path, limits)
-    for attempt in (1, 2):
+    alone = False
+    while True:
+        meter = _Meter(budget_steps // unit, started + wall_s)
+        turns, entered_alone = _turns, alone
+        turns.enter_alone() if entered_alone else turns.enter()
         try:
-            columns, rows = _execute_once(conn, sql, deadline, limits)
-            return RawResult(columns, rows, time.monotonic() - started)
+            columns, rows = _execute_once(conn, sql, meter, limits)
+            return RawResult(columns, rows, meter.calls * unit, time.monotonic() - started)
         except QueryFailed:
             raise
         except (sqlite3.Error, sqlite3.Warning, MemoryError, ValueError, OverflowError) as exc:
-            kind = classify(exc)
-            if kind == TIMEOUT and time.monotonic() < deadline:
-                kind = ERROR  # interrupted by something other than our deadline
             if "decode" in str(exc).lower() and conn.text_factory is str:
                 conn.text_factory = _lenient_text  # text that is not UTF-8: read it byte-exact
                 continue
-            if kind == OVER_CAP and attempt == 1 and isinstance(exc, MemoryError):
-                continue  # the heap ceiling is process-wide: another query may have filled it; retry once
-            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            if kind == TIMEOUT:
-                detail = f"stopped at the {timeout_s:g} s deadline"
-            raise QueryFailed(kind, detail[:300]) from None
-    raise QueryFailed(OVER_CAP, "out of memory twice")  # pragma: no cover - loop always returns
+            failed = _failure(exc, meter, unit, budget_steps, wall_s)
+            if failed.kind == OVER_CAP and not alone and _out_of_memory(exc):
+                alone = True  # the heap is shared: run it again with no other query beside it
+                continue
+            raise failed from None
+        finally:
+            turns.leave_alone() if entered_alone else turns.leave()
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, MemoryError) or (isinstance(code, int) and code & 0xFF == 7) or \
+        "out of memory" in str(exc).lower()
+
+
+_SYNTAX = ("syntax error", "incomplete input", "unrecognized token")
+
+
+def is_statement(path: str, text: str, limits: Limits) -> bool:
+    """Whether SQLite's own parser reads ``text`` (one statement's text) as a statement.
+
+    The text is compiled under ``EXPLAIN`` behind the same authorizer, never run: a write or a
+    PRAGMA is a statement (refused by the authorizer, which is a statement still), a sentence of
+    prose is a syntax error. Used to tell a second statement after a query from trailing prose.
+    """
+    body = text.strip()
+    if not body or len(body) > limits.max_sql_chars:
+        return bool(body)
+    conn = _connection(path, limits)
+    explained = body if body[:7].upper() == "EXPLAIN" else "EXPLAIN " + body
+    try:
+        conn.execute(explained).close()
+    except (sqlite3.Error, sqlite3.Warning, ValueError) as exc:
+        message = str(exc).lower()
+        return not any(s in message for s in _SYNTAX)
+    return True

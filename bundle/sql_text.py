@@ -56,26 +56,33 @@ def code_tokens(sql: str) -> list[Token]:
 
 _END_CANDIDATE = re.compile(r";|\n[ \t\r\f\v]*\n")
 _QUOTES_OR_COMMENTS = re.compile(r"['\"`\[]|--|/\*")
+# What can hide an end (strings, quoted names, comments, matched whole) or be one (groups 1, 2).
+_END_SCAN = re.compile(
+    r"""'(?:[^']|'')*(?:'|\Z)|"(?:[^"]|"")*(?:"|\Z)|`(?:[^`]|``)*(?:`|\Z)|\[[^\]]*(?:\]|\Z)"""
+    r"""|--[^\n]*(?:\n|\Z)|/\*(?:[^*]|\*(?!/))*(?:\*/|\Z)|(;)|(\n[ \t\r\f\v]*\n)""",
+    re.DOTALL,
+)
 
 
 def statement_end(sql: str) -> int:
     """Index where the first statement ends: its first top-level ';' or blank line, else len(sql).
 
-    Semicolons and blank lines inside strings, quoted names and comments do not count.
+    Semicolons and blank lines inside strings, quoted names and comments do not count (the same
+    reading as ``tokenize``, without building tokens).
 
     >>> statement_end("SELECT 1;\\nSELECT 2")
     8
+    >>> statement_end("SELECT ';' -- ;\\n; x")
+    16
     """
     candidate = _END_CANDIDATE.search(sql)
     if candidate is None:
         return len(sql)
     if _QUOTES_OR_COMMENTS.search(sql, 0, candidate.start()) is None:
-        return candidate.start()  # nothing before it could hide it: the common case, no tokenizing
-    for tok in tokenize(sql):
-        if tok.kind == "op" and tok.text == ";":
-            return tok.start
-        if tok.kind == "space" and tok.text.count("\n") >= 2:
-            return tok.start
+        return candidate.start()  # nothing before it could hide it: the common case
+    for found in _END_SCAN.finditer(sql):
+        if found.lastindex:
+            return found.start()
     return len(sql)
 
 

@@ -2,19 +2,23 @@
 
 Outcomes (README, "Outcomes"), a closed set:
 
-=====================  =====  ===============================================================
-outcome                score  meaning
-=====================  =====  ===============================================================
-match                  1.0    same rows as the gold under the comparison rules
-mismatch               0.0    the query ran; its rows differ (detail says how)
-no_query               0.0    no SQL query found in the completion
-prediction_error       0.0    SQLite rejected or failed the query (syntax, unknown table...)
-forbidden              0.0    not a single read-only statement: write, ATTACH, PRAGMA, ...
-prediction_timeout     0.0    stopped at the deadline
-prediction_over_cap    0.0    too many rows, too large a value or result, memory, comparison
-gold_error             none   the gold failed: the row cannot be scored (infrastructure)
-infrastructure_error   none   database missing or corrupt, stale row: fix the bundle
-=====================  =====  ===============================================================
+======================  =====  ==============================================================
+outcome                 score  meaning
+======================  =====  ==============================================================
+match                   1.0    same rows as the gold under the comparison rules
+mismatch                0.0    the query ran; its rows differ (detail says how)
+no_query                0.0    no SQL query found in the completion
+prediction_error        0.0    SQLite rejected or failed the query (syntax, unknown table...)
+forbidden               0.0    not a single read-only statement: write, ATTACH, PRAGMA, two...
+prediction_over_budget  0.0    more SQLite VM steps than its budget (derived from the gold's)
+prediction_over_cap     0.0    too many rows, too large a value or result, memory, comparison
+gold_error              none   the gold failed: the row cannot be scored (infrastructure)
+infrastructure_error    none   database missing or corrupt, stale row: fix the bundle
+infrastructure_timeout  none   the wall-clock guard fired within the budget: machine too slow
+======================  =====  ==============================================================
+
+Every outcome is a function of the completion, the gold, the database, the limits and the SQLite
+version, except ``infrastructure_timeout``, which is never a score.
 
 >>> import sqlite3, tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "t.sqlite")
@@ -22,6 +26,8 @@ infrastructure_error   none   database missing or corrupt, stale row: fix the bu
 >>> verify("```sql\\nSELECT a FROM t ORDER BY a DESC\\n```", "SELECT a FROM t", path).outcome
 'match'
 >>> verify("DROP TABLE t", "SELECT a FROM t", path).outcome
+'forbidden'
+>>> verify("SELECT a FROM t; DROP TABLE t", "SELECT a FROM t", path).outcome
 'forbidden'
 """
 
@@ -49,28 +55,35 @@ MISMATCH = "mismatch"
 NO_QUERY = "no_query"
 PREDICTION_ERROR = "prediction_error"
 FORBIDDEN = "forbidden"
-PREDICTION_TIMEOUT = "prediction_timeout"
+PREDICTION_OVER_BUDGET = "prediction_over_budget"
 PREDICTION_OVER_CAP = "prediction_over_cap"
 GOLD_ERROR = "gold_error"
 INFRASTRUCTURE_ERROR = "infrastructure_error"
+INFRASTRUCTURE_TIMEOUT = "infrastructure_timeout"
 
-OUTCOMES = (MATCH, MISMATCH, NO_QUERY, PREDICTION_ERROR, FORBIDDEN, PREDICTION_TIMEOUT,
-            PREDICTION_OVER_CAP, GOLD_ERROR, INFRASTRUCTURE_ERROR)
-UNSCORED = frozenset({GOLD_ERROR, INFRASTRUCTURE_ERROR})
+OUTCOMES = (MATCH, MISMATCH, NO_QUERY, PREDICTION_ERROR, FORBIDDEN, PREDICTION_OVER_BUDGET,
+            PREDICTION_OVER_CAP, GOLD_ERROR, INFRASTRUCTURE_ERROR, INFRASTRUCTURE_TIMEOUT)
+UNSCORED = frozenset({GOLD_ERROR, INFRASTRUCTURE_ERROR, INFRASTRUCTURE_TIMEOUT})
 _PREDICTION_KIND = {
     sql_guard.ERROR: PREDICTION_ERROR,
     sql_guard.FORBIDDEN: FORBIDDEN,
-    sql_guard.TIMEOUT: PREDICTION_TIMEOUT,
+    sql_guard.OVER_BUDGET: PREDICTION_OVER_BUDGET,
     sql_guard.OVER_CAP: PREDICTION_OVER_CAP,
+    sql_guard.WALL_GUARD: INFRASTRUCTURE_TIMEOUT,
     sql_guard.INFRASTRUCTURE: INFRASTRUCTURE_ERROR,
 }
+_GOLD_KIND = {sql_guard.WALL_GUARD: INFRASTRUCTURE_TIMEOUT, sql_guard.INFRASTRUCTURE: INFRASTRUCTURE_ERROR}
 
 SQLITE_VERSION = sqlite3.sqlite_version
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """What happened to one completion. ``score`` is None exactly when the row is unscored."""
+    """What happened to one completion. ``score`` is None exactly when the row is unscored.
+
+    ``outcome``, ``score``, ``detail``, ``sql`` and the step counts are the verdict proper (the same
+    in every run); the ``*_s`` fields are wall-clock telemetry.
+    """
 
     outcome: str
     score: float | None
@@ -79,6 +92,9 @@ class Verdict:
     gold_rows: int | None = None  # None when the gold did not run
     gold_ordered: bool | None = None
     gold_cached: bool = False
+    gold_steps: int | None = None
+    budget_steps: int | None = None
+    steps: int | None = None  # VM steps the predicted query took (or had taken when stopped)
     prediction_s: float = 0.0
     gold_s: float = 0.0
     compare_s: float = 0.0
@@ -126,59 +142,76 @@ def _file_identity(path: str) -> str:
     return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
 
 
+def gold_result(gold: str, database: str, limits: Limits = DEFAULT_LIMITS) -> gold_results.GoldResult:
+    """Run a gold query on a database: its result shape and VM steps. Raises sql_guard.QueryFailed."""
+    def run(sql: str) -> tuple:
+        raw = sql_guard.run_query(database, sql, limits, budget_steps=limits.gold_max_steps,
+                                  wall_s=limits.gold_wall_guard_s)
+        return raw.columns, raw.rows, raw.steps
+    return gold_results.compute(gold, run, limits.float_digits)
+
+
 def gold_shape(gold: str, database: str, limits: Limits = DEFAULT_LIMITS) -> sql_compare.ResultShape:
-    """Run a gold query on a database and return its ResultShape. Raises sql_guard.QueryFailed."""
-    def run(sql: str):
-        raw = sql_guard.run_query(database, sql, limits.gold_timeout_s, limits)
-        return raw.columns, raw.rows
-    return gold_results.compute_shape(gold, run, limits.float_digits)
+    """The ResultShape of ``gold_result``."""
+    return gold_result(gold, database, limits).shape
 
 
 def verify(completion: str | None, gold: str, database: str, *, limits: Limits = DEFAULT_LIMITS,
-           is_sql: bool = False, shape: sql_compare.ResultShape | None = None,
+           is_sql: bool = False, known_gold: gold_results.GoldResult | None = None,
            cache: gold_results.GoldCache | None = None, database_key: str | None = None) -> Verdict:
     """Score one completion against a gold query on the SQLite file ``database``.
 
-    ``is_sql``: the completion is already a query (no extraction). ``shape``: the gold's result,
-    when known; otherwise it is computed once per (``database_key``, gold) in ``cache`` (default:
-    a process-wide cache keyed by the file's path, size and modification time). Never raises for
-    anything a model can write; gold and infrastructure failures come back as unscored verdicts.
+    ``is_sql``: the completion is already a query (no extraction). ``known_gold``: the gold's result,
+    when known; otherwise it is computed once per (``database_key``, gold, digits) in ``cache``
+    (default: a process-wide cache keyed by the file's path, size and modification time). Never
+    raises for anything a model can write; gold and infrastructure failures come back unscored.
     """
     started = time.monotonic()
     gold_s, cached = 0.0, True
-    if shape is None:
+    if known_gold is None:
         try:
-            key = (database_key or _file_identity(database), gold)
+            key = (database_key or _file_identity(database), gold, limits.float_digits)
         except OSError as exc:
             return _finish(started, INFRASTRUCTURE_ERROR, None, f"database unavailable: {exc}")
         t0 = time.monotonic()
         try:
-            shape, cached = (cache or _file_cache).get(key, lambda: gold_shape(gold, database, limits))
+            known_gold, cached = (cache or _file_cache).get(key, lambda: gold_result(gold, database, limits))
         except sql_guard.QueryFailed as failed:
-            outcome = INFRASTRUCTURE_ERROR if failed.kind == sql_guard.INFRASTRUCTURE else GOLD_ERROR
-            return _finish(started, outcome, None, f"gold query: {failed.detail}")
+            return _finish(started, _GOLD_KIND.get(failed.kind, GOLD_ERROR), None, f"gold query: {failed.detail}")
         gold_s = 0.0 if cached else time.monotonic() - t0
-    base = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached, gold_s=gold_s)
-    sql = completion.strip() if is_sql and isinstance(completion, str) else \
-        sql_extract.extract_sql(completion, limits.max_completion_chars)
+    shape = known_gold.shape
+    budget = limits.budget_steps(known_gold.steps)
+    base = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached, gold_s=gold_s,
+                gold_steps=known_gold.steps, budget_steps=budget)
+    if is_sql:
+        sql, second = (completion.strip() if isinstance(completion, str) else None), None
+    else:
+        found = sql_extract.extract(completion, limits.max_completion_chars)
+        sql, second = found.sql, found.second
     if not sql:
         return _finish(started, NO_QUERY, 0.0, "no SQL query found in the completion", None, **base)
     t0 = time.monotonic()
     try:
-        raw = sql_guard.run_query(database, sql, limits.timeout_s, limits)
+        if second is not None and sql_guard.is_statement(database, second, limits):
+            return _finish(started, FORBIDDEN, 0.0, "several statements: another one follows the query",
+                           sql, steps=0, **base)
+        raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s)
     except sql_guard.QueryFailed as failed:
         outcome = _PREDICTION_KIND[failed.kind]
         score = None if outcome in UNSCORED else 0.0
-        return _finish(started, outcome, score, failed.detail, sql, prediction_s=time.monotonic() - t0, **base)
+        return _finish(started, outcome, score, failed.detail, sql, steps=failed.steps,
+                       prediction_s=time.monotonic() - t0, **base)
     prediction_s = time.monotonic() - t0
-    t0 = time.monotonic()
+    t1 = time.monotonic()
     try:
         result = sql_compare.compare(shape, sql_compare.normalize_rows(raw.rows, limits.float_digits),
-                                     len(raw.columns), deadline=t0 + limits.compare_timeout_s,
-                                     max_nodes=limits.compare_max_nodes)
-    except sql_compare.CompareBudgetExceeded as exc:
-        return _finish(started, PREDICTION_OVER_CAP, 0.0, str(exc), sql, prediction_s=prediction_s,
-                       compare_s=time.monotonic() - t0, **base)
+                                     len(raw.columns),
+                                     budget=sql_compare.Budget(limits.compare_max_cells, t0 + limits.wall_guard_s))
+    except (sql_compare.CompareBudgetExceeded, sql_compare.CompareWallGuard) as exc:
+        timed_out = isinstance(exc, sql_compare.CompareWallGuard)
+        return _finish(started, INFRASTRUCTURE_TIMEOUT if timed_out else PREDICTION_OVER_CAP,
+                       None if timed_out else 0.0, str(exc), sql, steps=raw.steps, prediction_s=prediction_s,
+                       compare_s=time.monotonic() - t1, **base)
     outcome = MATCH if result.match else MISMATCH
-    return _finish(started, outcome, 1.0 if result.match else 0.0, result.detail, sql,
-                   prediction_s=prediction_s, compare_s=time.monotonic() - t0, **base)
+    return _finish(started, outcome, 1.0 if result.match else 0.0, result.detail, sql, steps=raw.steps,
+                   prediction_s=prediction_s, compare_s=time.monotonic() - t1, **base)

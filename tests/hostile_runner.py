@@ -4,7 +4,7 @@ Usage: python hostile_runner.py BUNDLE_ROOT SCRATCH_DIR OUT_JSON
 
 The bundle is imported as a package, the way the trainer does. The process runs with a private
 TMPDIR, HOME and working directory (set by the caller), so any file SQLite or Python might create
-lands somewhere watched. Around every case it records: outcome, score, seconds, the SHA-256 of every
+lands somewhere watched. Around every case it records: outcome, score, CPU and wall seconds, the SHA-256 of every
 database, the files under the watched folders, and any file the process held open during the case
 that is not a database (a polling thread reads /proc/self/fd, which also sees unlinked temp files).
 """
@@ -84,19 +84,19 @@ def main(root: str, scratch: str, out: str) -> None:
         before_files, before_digests = listing(watched), digests(databases)
         watcher = OpenFileWatcher(allowed)
         watcher.start()
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         if case.is_sql:
             verdict = verify.verify(case.text, gold, str(db), is_sql=True)
             outcome, score = verdict.outcome, verdict.score
         else:  # the grader's path is compute_score's, with the outcome kept
             graded = grader.grade(output=case.text, expected=gold)
             outcome, score = graded["outcome"], graded["score"]
-        seconds = time.monotonic() - started
+        seconds, cpu_seconds = time.monotonic() - started, time.thread_time() - cpu
         watcher.running = False
         watcher.join()
         results.append({
-            "id": case.id, "outcome": outcome, "score": score, "seconds": seconds,
-            "allowed_outcomes": list(case.outcomes), "max_seconds": case.max_seconds,
+            "id": case.id, "outcome": outcome, "score": score, "seconds": seconds, "cpu_seconds": cpu_seconds,
+            "allowed_outcomes": list(case.outcomes), "max_cpu_seconds": case.max_cpu_seconds,
             "new_files": sorted(set(listing(watched)) - set(before_files)),
             "changed_databases": sorted(k for k, v in digests(databases).items() if before_digests[k] != v),
             "opened_files": sorted(watcher.seen),

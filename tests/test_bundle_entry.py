@@ -223,3 +223,89 @@ def test_stored_results_ignored_under_another_sqlite_version(tmp_path, fixture_d
     assert not data.describe()["stored_gold_results_used"]
     verdict = scoring_entry.score_call(scoring_entry.read_call({"output": GOLD, "expected": GOLD}), root=str(root))
     assert verdict.outcome == "match" and not verdict.gold_cached  # computed here, not read from the index
+
+
+# --- defects that gave a wrong score without any error -------------------------------------------
+
+@pytest.mark.parametrize("column", ["output", "solution_str", "completion", "response"])
+def test_a_dataset_column_never_replaces_the_completion_trl_passes(bundle_env, column):
+    # TRL passes every dataset column; one holding the gold under a completion-like name must not
+    # be scored in place of the model's completion.
+    assert reward.trl_reward(["SELECT 1"], ground_truth=[GOLD], **{column: [GOLD]}) == [0.0]
+    assert reward.trl_reward([GOLD], ground_truth=[GOLD], **{column: ["SELECT 1"]}) == [1.0]
+
+
+def test_trl_columns_may_be_any_sequence_and_db_id_is_a_hint(bundle_env):
+    # Spider repeats SHARED_GOLD in two databases: a top-level db_id column tells them apart.
+    assert reward.trl_reward(("SELECT 3", "SELECT 3"), ground_truth=(SHARED_GOLD, SHARED_GOLD),
+                             db_id=("music_shop", "bakery")) == [1.0, 0.0]
+    assert reward.trl_reward(["SELECT 3"], ground_truth=[SHARED_GOLD], db_id=["music_shop"]) == [1.0]
+
+
+def test_compute_score_reads_a_top_level_db_id(bundle_env):
+    assert reward.compute_score(solution_str="SELECT 3", ground_truth=SHARED_GOLD, db_id="music_shop") == 1.0
+
+
+def test_one_list_of_gold_keys_for_every_entry_point(bundle_env):
+    for key in scoring_entry.GOLD_KEYS:
+        assert reward.trl_reward([GOLD], **{key: [GOLD]}) == [1.0], key
+        assert grader.compute_score(output=GOLD, **{key: GOLD}) == 1.0, key
+
+
+@pytest.fixture
+def float_bundle(tmp_path, fixture_dbs):
+    """A bundle whose gold returns a float with more than six significant digits (18.8125 / 3)."""
+    root = tmp_path / "float_bundle"
+    stage_bundle(root, fixture_dbs, rows=[IndexRow("train-00000", "train", "pets_club", FLOAT_GOLD)])
+    return root
+
+
+FLOAT_GOLD = "SELECT avg(weight) / 3 FROM Pet WHERE species = 'dog'"
+
+
+@pytest.mark.parametrize("digits", [6, 12, 15])
+def test_a_float_gold_matches_itself_at_any_number_rounding(float_bundle, digits):
+    limits = scoring_entry.current_limits().replace(float_digits=digits)
+    call = scoring_entry.read_call({"output": FLOAT_GOLD, "expected": FLOAT_GOLD})
+    verdict = scoring_entry.score_call(call, limits, root=str(float_bundle))
+    assert (verdict.outcome, verdict.score) == ("match", 1.0)
+    # The index was built at 12 digits: under another rounding its stored rows are not used.
+    assert verdict.gold_cached is (digits == 12)
+    near = scoring_entry.read_call({"output": "SELECT 6.270833", "expected": FLOAT_GOLD})
+    assert scoring_entry.score_call(near, limits, root=str(float_bundle)).score == (1.0 if digits == 6 else 0.0)
+
+
+def test_the_digits_setting_reaches_compute_score_from_the_environment(float_bundle):
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import reward; "
+            f"print(reward.compute_score(solution_str={FLOAT_GOLD!r}, ground_truth={FLOAT_GOLD!r}))")
+    import os
+    import subprocess
+    env = dict(os.environ, SPIDER_SCORING_FLOAT_DIGITS="6", TRAINER_BUNDLE_ROOT=str(float_bundle))
+    done = subprocess.run([sys.executable, "-c", code, str(float_bundle)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1.0"
+
+
+@pytest.mark.parametrize("completion", [
+    "-- SELECT count(*) FROM Owner",
+    "/* SELECT count(*) FROM Owner */",
+    "/*\n```sql\nSELECT count(*) FROM Owner\n```\n*/",
+    "Here it is -- SELECT count(*) FROM Owner",
+])
+def test_a_query_inside_a_comment_is_never_scored(bundle_env, completion):
+    assert grader.grade(output=completion, expected=GOLD)["outcome"] == "no_query"
+
+
+@pytest.mark.parametrize("completion, outcome", [
+    (f"{GOLD}; DROP TABLE Owner", "forbidden"),
+    (f"{GOLD};\n-- and then\ndelete from Owner", "forbidden"),
+    (f"```sql\n{GOLD};\nSELECT 1;\n```", "forbidden"),
+    (f"{GOLD}\n\nPRAGMA query_only = 0", "forbidden"),
+    (f"{GOLD}; this counts the owners.", "match"),
+    (f"{GOLD}; With this query you get the number of owners.", "match"),
+    (f"{GOLD};;  -- done", "match"),
+    (f"```sql\n{GOLD};\n```\nSELECT 1 would be wrong.", "match"),
+], ids=["drop", "lower-case-after-comment", "two-in-a-fence", "after-blank-line", "prose", "prose-with-keyword",
+        "semicolons-and-comment", "prose-after-the-fence"])
+def test_a_second_statement_is_forbidden_prose_is_not(bundle_env, completion, outcome):
+    assert grader.grade(output=completion, expected=GOLD)["outcome"] == outcome

@@ -187,24 +187,35 @@ def test_a_container_over_its_time_limit_is_killed_and_removed(client):
 
 
 INTERRUPTED_CHILD = """
-import sys
+import signal, sys, threading
 from harness.containers import trainer as docker_run
+
+def interrupt_from_another_thread():
+    # A process-directed signal may land on any thread; this sends it to a thread other than main.
+    if sys.stdin.readline().strip() == "from-another-thread":
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+threading.Thread(target=interrupt_from_another_thread, daemon=True).start()
 docker_run.run_job(["python3", "-c", "import socket, sys, time; print('started', socket.gethostname(), file=sys.stderr, flush=True); time.sleep(120)"],
                    {}, timeout_s=300, on_stderr=lambda t: print(t, end="", flush=True), say=lambda s: None)
 """
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_an_interrupted_run_removes_its_container(client, sig):
-    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED_CHILD], cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "ctrl-c-on-another-thread"])
+def test_an_interrupted_run_removes_its_container(client, how):
+    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED_CHILD], cwd=ROOT, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = child.stdout.readline()
         assert line.startswith("started"), child.stderr.read()
         container_id = line.split()[1]
         assert client.containers.list(all=True, filters={"id": container_id})  # it is running now
-        child.send_signal(sig)
+        if how == "ctrl-c-on-another-thread":
+            child.stdin.write("from-another-thread\n")
+            child.stdin.flush()
+        else:
+            child.send_signal(signal.SIGINT if how == "ctrl-c" else signal.SIGTERM)
         child.wait(timeout=60)
     finally:
         child.kill()

@@ -8,7 +8,7 @@ import pytest
 
 from bundle import gold_results, sql_guard, sql_text
 from bundle.scoring_limits import DEFAULT_LIMITS
-from bundle.verify import gold_shape, verify
+from bundle.verify import gold_result, gold_shape, verify
 
 SCRIPT = """
 CREATE TABLE p(id INTEGER PRIMARY KEY, name TEXT, team TEXT, points INTEGER, height REAL);
@@ -85,10 +85,17 @@ def test_order_inside_a_subquery_does_not_count(db):
     assert not shape.ordered
 
 
-def test_json_round_trip_keeps_pools_and_blobs(db):
-    shape = gold_shape("SELECT name, x'00ff', NULL FROM p ORDER BY points DESC LIMIT 1", db)
-    again = gold_results.from_json(gold_results.to_json(shape))
-    assert again == shape
+def test_json_round_trip_keeps_pools_blobs_and_steps(db):
+    gold = gold_result("SELECT name, x'00ff', NULL FROM p ORDER BY points DESC LIMIT 1", db)
+    again = gold_results.from_json(gold_results.to_json(gold))
+    assert again == gold and gold.steps >= 0
+
+
+def test_a_stored_result_without_steps_is_not_used(db):
+    # Bundles built before step budgets: the gold runs again to learn its steps.
+    stored = gold_results.to_json(gold_result("SELECT name FROM p", db))
+    del stored["steps"]
+    assert gold_results.from_json(stored) is None
 
 
 @pytest.mark.parametrize("sql, terms, limit, offset", [
@@ -104,8 +111,8 @@ def test_outer_clause_analysis(sql, terms, limit, offset):
     assert (clauses.order_terms, clauses.limit, clauses.offset) == (terms, limit, offset)
 
 
-def test_gold_runs_with_the_gold_deadline(db):
+def test_gold_runs_with_the_gold_budget(db):
     slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
     with pytest.raises(sql_guard.QueryFailed) as failed:
-        gold_shape(slow, db, DEFAULT_LIMITS.replace(gold_timeout_s=0.2))
-    assert failed.value.kind == sql_guard.TIMEOUT
+        gold_shape(slow, db, DEFAULT_LIMITS.replace(gold_max_steps=200_000))
+    assert failed.value.kind == sql_guard.OVER_BUDGET and failed.value.steps == 201_000

@@ -114,8 +114,7 @@ def test_a_small_load_gets_every_answer_right_with_flat_memory(server, eval_path
         assert phase["throughput_rps"] > 0 and phase["p50_ms"] <= phase["p99_ms"] <= phase["max_ms"]
         assert phase["memory"]["samples"] >= 2 and phase["memory"]["workers_throughout"] >= 1
     assert runaway["by_kind"]["runaway"]["requests"] == 3
-    assert runaway["by_kind"]["runaway"]["p50_ms"] >= 1500  # each one ran to the bundle's 2 s deadline
-    assert report["outcomes"]["prediction_timeout"] >= 3 and report["outcomes"]["match"] > 0
+    assert report["outcomes"]["prediction_over_budget"] >= 3 and report["outcomes"]["match"] > 0  # each runaway ran to its budget
     assert loadtest.problems_of(report, 16.0) == []
 
 

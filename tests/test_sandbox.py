@@ -1,7 +1,7 @@
 """The sandbox: the hostile suite (fixtures/hostile/cases.json) and the guarantees around it.
 
 The suite runs once, in a process of its own with a private TMPDIR, HOME and working directory
-(tests/hostile_runner.py); each case then asserts its score, outcome, time bound, byte-identical
+(tests/hostile_runner.py); each case then asserts its score, outcome, CPU bound, byte-identical
 databases, no file created in any watched folder and no stray file held open.
 """
 
@@ -46,7 +46,7 @@ def test_hostile_case(suite_report, case_id):
     case = suite_report[case_id]
     assert case["score"] == 0.0, case
     assert case["outcome"] in case["allowed_outcomes"], case
-    assert case["seconds"] <= case["max_seconds"], case
+    assert case["max_cpu_seconds"] is None or case["cpu_seconds"] <= case["max_cpu_seconds"], case
     assert case["changed_databases"] == [], case
     assert case["new_files"] == [], case
     assert case["opened_files"] == [], case
@@ -69,17 +69,35 @@ def pets_db(fixture_dbs):
     sql_guard.forget_connections()
 
 
-def test_deadline_frees_the_cpu(pets_db):
-    limits = DEFAULT_LIMITS.replace(timeout_s=0.3)
-    runaway = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
-    started = time.monotonic()
-    verdict = verify(runaway, "SELECT 1", pets_db, limits=limits, is_sql=True)
-    returned = time.monotonic() - started
-    assert verdict.outcome == "prediction_timeout"
-    assert returned < 0.3 + 0.5
+RUNAWAY = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
+
+
+def test_the_step_budget_stops_a_runaway_and_frees_the_cpu(pets_db):
+    limits = DEFAULT_LIMITS.replace(budget_floor_steps=300_000)
+    verdict = verify(RUNAWAY, "SELECT 1", pets_db, limits=limits, is_sql=True)
+    assert (verdict.outcome, verdict.score) == ("prediction_over_budget", 0.0)
+    # Stopped at the first report past the budget: exactly one reporting unit over it.
+    assert verdict.budget_steps == 300_000 and verdict.steps == 300_000 + limits.progress_steps
     cpu_before = time.process_time()
     time.sleep(0.3)
     assert time.process_time() - cpu_before < 0.05  # nothing keeps running after the call returned
+
+
+def test_the_wall_clock_guard_is_unscored_never_zero(pets_db):
+    # A budget no machine reaches in a millisecond, and a 1 ms guard: the guard fires first.
+    limits = DEFAULT_LIMITS.replace(budget_floor_steps=10**12, wall_guard_s=0.001)
+    verdict = verify(RUNAWAY, "SELECT 1", pets_db, limits=limits, is_sql=True)
+    assert (verdict.outcome, verdict.score) == ("infrastructure_timeout", None)
+    assert "wall-clock guard" in verdict.detail and verdict.steps < 10**12
+
+
+def test_the_budget_grows_with_the_gold(pets_db):
+    # A gold that takes more steps than the floor gets a budget a multiple of its own steps.
+    gold = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < 50000) SELECT count(*) FROM r"
+    limits = DEFAULT_LIMITS.replace(budget_floor_steps=1000, budget_gold_multiple=3)
+    verdict = verify(gold, gold, pets_db, limits=limits, is_sql=True)
+    assert verdict.outcome == "match" and verdict.gold_steps == verdict.steps > 1000
+    assert verdict.budget_steps == 3 * verdict.gold_steps
 
 
 def test_database_opened_read_only_even_without_the_authorizer(pets_db, tmp_path):
@@ -112,7 +130,7 @@ def test_gold_failure_is_never_a_score(pets_db):
 
 
 def test_many_threads_get_the_same_verdicts(pets_db):
-    limits = DEFAULT_LIMITS.replace(timeout_s=0.3)
+    limits = DEFAULT_LIMITS.replace(budget_floor_steps=2_000_000)
     gold = "SELECT name FROM Pet WHERE species = 'dog'"
     completions = [
         "SELECT name FROM Pet WHERE species = 'dog'",
@@ -124,7 +142,7 @@ def test_many_threads_get_the_same_verdicts(pets_db):
         "SELECT length(randomblob(900000000))",
     ]
     expected = [verify(c, gold, pets_db, limits=limits).outcome for c in completions]
-    assert expected == ["match", "mismatch", "match", "forbidden", "prediction_error", "prediction_timeout",
+    assert expected == ["match", "mismatch", "match", "forbidden", "prediction_error", "prediction_over_budget",
                         "prediction_over_cap"]
     got: list[list[str]] = [[] for _ in range(16)]
 

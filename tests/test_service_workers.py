@@ -3,7 +3,7 @@ memory limits, recycling and graceful shutdown, against the real server on 127.0
 
 A request that outlives its worker must get an HTTP error or a closed connection, never a score,
 and the worker must be replaced. Runaway queries are made to run long on purpose by raising the
-bundle's own deadline (``SPIDER_SCORING_TIMEOUT_S``) above the service's limits.
+bundle's own step budget (``SPIDER_SCORING_BUDGET_FLOOR_STEPS``) above the service's limits.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from harness.loadtest.workload import RUNAWAY_SQL
 from harness.service.guard import WATCHDOG_EXIT, Watchdog
 from harness.service.settings import MiB, ServiceSettings
 
-LONG_DEADLINE = {"SPIDER_SCORING_TIMEOUT_S": "60"}  # the bundle would let the runaway run a minute
+LONG_DEADLINE = {"SPIDER_SCORING_BUDGET_FLOOR_STEPS": str(10**13), "SPIDER_SCORING_WALL_GUARD_S": "600"}  # the bundle would let the runaway run on
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_a_worker_killed_mid_request_is_replaced_and_the_client_gets_no_score(sa
 
 
 def test_sigterm_lets_the_request_in_flight_finish_then_the_server_exits(sample_zip, row):
-    env = {"SPIDER_SCORING_TIMEOUT_S": "1.5"}  # the runaway ends at the bundle's deadline, with a score
+    env = {"SPIDER_SCORING_BUDGET_FLOOR_STEPS": "30000000"}  # the runaway ends at its step budget, with a score
     server = LocalServer(sample_zip, ServiceSettings(workers=2), env=env).start()
     try:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -143,7 +143,7 @@ def test_sigterm_lets_the_request_in_flight_finish_then_the_server_exits(sample_
             wait_for(lambda: busy_worker(server), what="the request to be in flight")
             server.process.send_signal(signal.SIGTERM)
             status, body = pending.result(timeout=30)
-        assert status == 200 and body["outcome"] == "prediction_timeout" and body["score"] == 0.0
+        assert status == 200 and body["outcome"] == "prediction_over_budget" and body["score"] == 0.0
         assert server.process.wait(30) == 0
         with pytest.raises(OSError):
             server.request("GET", "/livez", timeout=2)
@@ -215,12 +215,13 @@ def test_workers_are_recycled_without_a_failed_request_or_a_lost_count(sample_zi
 
 
 def test_a_batch_past_its_deadline_answers_the_rest_unscored(sample_zip, row):
-    env = {"SPIDER_SCORING_TIMEOUT_S": "1"}  # the first envelope runs to the bundle's 1 s deadline
+    # The first envelope runs to a budget no machine does in 0.5 s (over a second at 100 million steps a second).
+    env = {"SPIDER_SCORING_BUDGET_FLOOR_STEPS": "200000000"}
     with LocalServer(sample_zip, ServiceSettings(workers=1, request_timeout_s=0.5), env=env) as server:
         batch = [envelope(row, RUNAWAY_SQL)] + [envelope(row, row.gold)] * 3
         reply = server.request("POST", "/grade/batch", {"envelopes": batch}, timeout=60)
         assert reply.status == 200
         first, *rest = reply.json["results"]
-        assert (first["score"], first["outcome"]) == (0.0, "prediction_timeout")
+        assert (first["score"], first["outcome"]) == (0.0, "prediction_over_budget")
         assert [(r["error"], r["status"]) for r in rest] == [("RequestDeadline", 504)] * 3
         assert not any("score" in r for r in rest) and reply.json["unscored"] == 3

@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.commands import options
 from harness.common.layout import DEFAULT_DATA, Prepared, require
 from harness.containers.service import ServiceContainer
-from harness.containers.trainer import interrupt_on_signals
+from harness.containers.trainer import follow_logs, interrupt_on_signals
 from harness.service import server, settings
 
 
@@ -37,8 +37,7 @@ def _serve_docker(args: argparse.Namespace, chosen: settings.ServiceSettings) ->
             with container:
                 print(f"grader service ready at {container.url}/grade (container {container.name}); "
                       "Ctrl-C stops it", flush=True)
-                for chunk in container.container.logs(stream=True, follow=True, stdout=True, stderr=True):
-                    print(chunk.decode("utf-8", "replace"), end="", flush=True)
+                follow_logs(container.container, lambda chunk: print(chunk.decode("utf-8", "replace"), end="", flush=True))
         except KeyboardInterrupt:
             print("grader service stopped (requests in flight were let finish) and its container removed",
                   flush=True)

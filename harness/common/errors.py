@@ -1,7 +1,7 @@
 """The harness's exception tree, and the project's one table of exit codes.
 
 Messages name the item and say what to do; each exception type carries its exit code. No number
-means two things: the harness's codes are 1-8, the bundle's typed errors 20-26 (they reach a
+means two things: the harness's codes are 1-8, the bundle's typed errors 20-27 (they reach a
 process's exit status only through a caller of the bundle, and the grader service's error bodies),
 and a few fixed ones sit above.
 

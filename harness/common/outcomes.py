@@ -18,10 +18,10 @@ import dataclasses
 from typing import Literal, get_args
 
 # What a scored verdict says (score 1.0 for match, 0.0 for every other).
-ScoredOutcome = Literal["match", "mismatch", "no_query", "prediction_error", "forbidden", "prediction_timeout",
+ScoredOutcome = Literal["match", "mismatch", "no_query", "prediction_error", "forbidden", "prediction_over_budget",
                         "prediction_over_cap"]
 # Not the model's doing: the row is unscored (score null), never 0.0.
-UnscoredOutcome = Literal["gold_error", "infrastructure_error"]
+UnscoredOutcome = Literal["gold_error", "infrastructure_error", "infrastructure_timeout"]
 # The emulator's own: the bundle's function raised something that is not its typed error, or
 # returned something that is not a score in [0, 1]. Both fail the run.
 CallFault = Literal["crash", "bad_return"]
@@ -36,7 +36,7 @@ OUTCOMES: tuple[str, ...] = SCORED_OUTCOMES + UNSCORED_OUTCOMES + CALL_FAULTS
 CallKind = Literal["scored", "unscored", "crash", "bad_return"]
 
 ErrorCode = Literal["scoring_infrastructure", "bundle_data", "database_unavailable", "row_resolution",
-                    "stale_bundle", "gold_query", "call_arguments"]
+                    "stale_bundle", "gold_query", "call_arguments", "scoring_timeout"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +66,8 @@ BUNDLE_ERRORS: dict[str, BundleError] = {e.code: e for e in (
                 "the gold itself failed, timed out or went over a cap"),
     BundleError("call_arguments", "CallArgumentsError", 26, "infrastructure_error", 400,
                 "no completion or no gold in the call"),
+    BundleError("scoring_timeout", "ScoringTimeoutError", 27, "infrastructure_timeout", 503,
+                "the wall-clock guard fired while the query was within its step budget: the machine is too slow or overloaded"),
 )}
 assert set(BUNDLE_ERRORS) == set(get_args(ErrorCode))
 

@@ -104,8 +104,8 @@ def service_config(image: str, mount_dir: str | os.PathLike, *, name: str, setti
 def bundle_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The bundle's limit overrides (``SPIDER_SCORING_*``) to pass into the container, as the trainer would.
 
-    >>> bundle_environment({"SPIDER_SCORING_TIMEOUT_S": "5", "HOME": "/root"})
-    {'SPIDER_SCORING_TIMEOUT_S': '5'}
+    >>> bundle_environment({"SPIDER_SCORING_WALL_GUARD_S": "5", "HOME": "/root"})
+    {'SPIDER_SCORING_WALL_GUARD_S': '5'}
     """
     source = os.environ if environ is None else environ
     return {k: v for k, v in source.items() if k.startswith("SPIDER_SCORING_")}

@@ -23,6 +23,7 @@ import hashlib
 import io
 import json
 import os
+import queue
 import shutil
 import signal
 import tempfile
@@ -236,41 +237,73 @@ def remove_container(client, name: str) -> None:
         print(f"warning: could not remove container {name} ({exc}); remove it with `docker rm -f {name}`")
 
 
+_END = object()
+
+
+def follow_logs(container, on_chunk: Callable[[bytes], None], *, stdout: bool = True, stderr: bool = True,
+                deadline: float | None = None) -> bool:
+    """Give each chunk of the container's log to ``on_chunk`` until the log ends; False at ``deadline``.
+
+    The log is read in a helper thread; this (the main) thread waits on a queue in short slices.
+    A signal sent to the process may be delivered to any of its threads, and one delivered to a
+    thread other than the main thread does not interrupt a blocking read there: the main thread
+    must never block on the log itself, or Ctrl-C would wait for the container's next line.
+    """
+    chunks: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        try:
+            for chunk in container.logs(stream=True, follow=True, stdout=stdout, stderr=stderr):
+                chunks.put(chunk)
+        except Exception as exc:  # noqa: BLE001 - handed to the main thread, raised there
+            chunks.put(exc)
+        finally:
+            chunks.put(_END)
+
+    threading.Thread(target=read, name="container-log", daemon=True).start()
+    while True:
+        try:
+            item = chunks.get(timeout=0.2)
+        except queue.Empty:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            continue
+        if item is _END:
+            return True
+        if isinstance(item, Exception):
+            raise item
+        on_chunk(item)
+
+
 def run_container(client, config: dict[str, Any], *, timeout_s: float = 3600.0,
                   on_stderr: Callable[[str], None] | None = None) -> ContainerResult:
-    """Create, start and follow one container; always removed, whatever happens."""
-    timed_out = threading.Event()
-    timer = None
+    """Create, start and follow one container; always removed, whatever happens (Ctrl-C included)."""
     started = time.monotonic()
     with interrupt_on_signals():
         try:
             container = client.containers.create(**config)
             container.start()
+            parts: list[str] = []
 
-            def kill() -> None:
-                timed_out.set()
-                try:
-                    container.kill()
-                except Exception:  # already gone: nothing left to stop
-                    pass
-            timer = threading.Timer(timeout_s, kill)
-            timer.daemon = True
-            timer.start()
-            chunks = []
-            for chunk in container.logs(stream=True, follow=True, stdout=False, stderr=True):
+            def keep(chunk: bytes) -> None:
                 text = chunk.decode("utf-8", "replace")
-                chunks.append(text)
+                parts.append(text)
                 if on_stderr is not None:
                     on_stderr(text)
+
+            finished = follow_logs(container, keep, stdout=False, deadline=started + timeout_s)
+            if not finished:
+                try:
+                    container.kill()
+                except Exception:  # noqa: BLE001 - already gone: nothing left to stop
+                    pass
             status = container.wait()
             stdout = container.logs(stdout=True, stderr=False)
             container.reload()
             oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
-            return ContainerResult(int(status.get("StatusCode", -1)), stdout, "".join(chunks),
-                                   time.monotonic() - started, timed_out.is_set(), oom, config["name"])
+            return ContainerResult(int(status.get("StatusCode", -1)), stdout, "".join(parts),
+                                   time.monotonic() - started, not finished, oom, config["name"])
         finally:
-            if timer is not None:
-                timer.cancel()
             remove_container(client, config["name"])
 
 

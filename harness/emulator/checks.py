@@ -9,7 +9,7 @@ The checks, in order (README, "Pre-push verification"):
 4. imports stdlib only: a fresh ``python3 -I -S`` imports every module of the bundle;
 5. golds score 1.0: every row's gold through reward (train, rl) or grader (eval), concurrently;
 6. mutated golds score 0.0: harness.emulator.mutate's near-misses that SQLite says return other rows;
-7. hostile suite: every case 0.0 with an allowed outcome within its deadline;
+7. hostile suite: every case 0.0 with an allowed outcome (and its CPU bound, where it has one);
 8. no file created while the hostile suite ran (listing of the writable places, scratch empty);
 9. stale gold rejected: a row whose gold is not the bundle's raises StaleBundleError;
 10. missing or corrupt database: DatabaseUnavailableError from a fresh interpreter, never a score;
@@ -197,6 +197,21 @@ def _score_all(calls: list[tuple[str, Callable, dict]], workers: int) -> list[tu
         return [(label, future.result()) for label, future in futures]
 
 
+def _explained(grade: Callable, kwargs: dict, call: Call) -> str:
+    """Why a call did not score as expected: its outcome and explanation, asked of the bundle again.
+
+    Verdicts are deterministic, so grading the same arguments once more gives the same verdict,
+    with the outcome (``prediction_over_budget``, ``mismatch``...) that a bare score lacks.
+    """
+    if call.kind != "scored":
+        return call.detail
+    try:
+        answer = grade(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - reported as it is
+        return f"{call.score!r} ({type(exc).__name__} when asked again: {exc})"
+    return f"{call.score!r}, {answer.get('outcome')}: {answer.get('explanation')}"
+
+
 def check_golds(loaded: LoadedBundle, rows: dict[str, list[SplitRow]], workers: int) -> Check:
     reward, grader = loaded.function("reward"), loaded.function("grader")
     calls = []
@@ -208,8 +223,9 @@ def check_golds(loaded: LoadedBundle, rows: dict[str, list[SplitRow]], workers: 
                 calls.append((row.id, reward, {"data_source": "spider", "solution_str": row.gold,
                                                "ground_truth": row.gold}))
     results = _score_all(calls, workers)
-    failures = [f"{label}: {call.score if call.kind == 'scored' else call.detail}"
-                for label, call in results if call.score != 1.0]
+    grade = loaded.function("grader:grade")
+    failures = [f"{label}: {_explained(grade, kwargs, call)}"
+                for (label, call), (_label, _fn, kwargs) in zip(results, calls) if call.score != 1.0]
     return _check("golds score 1.0", failures, f"{len(results)} golds, all 1.0 (train and rl via reward, eval via grader)",
                   f"{len(failures)} of {len(results)} golds do not score 1.0")
 
@@ -259,13 +275,11 @@ def check_hostile(loaded: LoadedBundle, scratch: Path, watch: list[Path]) -> tup
     before = directory_listing(watch)
     results = hostile.run_cases(cases, score)
     after = directory_listing(watch)
-    failures = [f"{r.case.id}: {r.outcome} score {r.score} in {r.seconds:.2f} s (allowed: "
-                f"{'/'.join(r.case.outcomes)} within {r.case.max_seconds:g} s) {r.detail[:80]}"
-                for r in results if not r.passed]
-    slowest = max(results, key=lambda r: r.seconds)
+    failures = [r.describe() for r in results if not r.passed]
+    costliest = max(results, key=lambda r: r.cpu_seconds)
     suite = _check("hostile suite", failures,
-                   f"{len(results)} cases on {db_id}, all 0.0 within their deadlines (slowest {slowest.case.id} "
-                   f"{slowest.seconds:.2f} s)", f"{len(failures)} of {len(results)} cases failed")
+                   f"{len(results)} cases on {db_id}, all 0.0 within their budgets (costliest {costliest.case.id} "
+                   f"{costliest.cpu_seconds:.2f} s CPU)", f"{len(failures)} of {len(results)} cases failed")
     changes = [f"created {p}" for p in sorted(set(after) - set(before))]
     changes += [f"removed {p}" for p in sorted(set(before) - set(after))]
     changes += [f"changed {p}" for p in sorted(set(before) & set(after)) if before[p] != after[p]]

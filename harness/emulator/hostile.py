@@ -1,8 +1,11 @@
 """The hostile-query suite (fixtures/hostile/cases.json): load, render and run it against a bundle.
 
 Each case is a completion (through extraction) or raw SQL (``is_sql``) that must score 0.0 with
-one of its allowed outcomes within its time bound, change no database byte and create no file.
-The same runner serves the tests, the pre-push verification and the benchmark.
+one of its allowed outcomes, change no database byte and create no file. Work inside SQLite is
+bounded by the step budget (deterministic); a case whose work the step count cannot see (one long
+VM step, extraction, comparison) also has a bound on the CPU time of the scoring thread, which
+other processes do not add to. Wall time is only reported. The same runner serves the tests, the
+pre-push verification and the benchmark.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ class HostileCase:
     text: str
     is_sql: bool
     outcomes: tuple[str, ...]
-    max_seconds: float
+    max_cpu_seconds: float | None  # None: the step budget alone bounds it
 
 
 def _repeat(spec: dict) -> str:
@@ -48,8 +51,9 @@ def load_cases(table: str, tmp: str, path: Path = CASES_PATH) -> list[HostileCas
         else:
             text, is_sql = raw.get("completion") or _repeat(raw["completion_repeat"]), False
         text = text.replace("{table}", table).replace("{tmp}", tmp)
+        bound = raw.get("max_cpu_seconds")
         out.append(HostileCase(raw["id"], raw["category"], text, is_sql, tuple(raw["outcomes"]),
-                               float(raw["max_seconds"])))
+                               None if bound is None else float(bound)))
     return out
 
 
@@ -70,19 +74,30 @@ class HostileResult:
     case: HostileCase
     outcome: str
     score: float | None
-    seconds: float
+    cpu_seconds: float  # CPU time of the thread that scored the case
+    seconds: float  # wall time: reported, never decides
     detail: str
 
     @property
+    def within_bound(self) -> bool:
+        return self.case.max_cpu_seconds is None or self.cpu_seconds <= self.case.max_cpu_seconds
+
+    @property
     def passed(self) -> bool:
-        return self.score == 0.0 and self.outcome in self.case.outcomes and self.seconds <= self.case.max_seconds
+        return self.score == 0.0 and self.outcome in self.case.outcomes and self.within_bound
+
+    def describe(self) -> str:
+        bound = "" if self.case.max_cpu_seconds is None else f" within {self.case.max_cpu_seconds:g} s CPU"
+        return (f"{self.case.id}: {self.outcome} score {self.score}, {self.cpu_seconds:.2f} s CPU "
+                f"(allowed: {'/'.join(self.case.outcomes)}{bound}) {self.detail[:80]}")
 
 
 def run_cases(cases: list[HostileCase], score: Callable[[HostileCase], tuple[str, float | None, str]]) -> list[HostileResult]:
-    """Run each case through ``score(case) -> (outcome, score, detail)``, timing it."""
+    """Run each case through ``score(case) -> (outcome, score, detail)`` in this thread, measuring it."""
     results = []
     for case in cases:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         outcome, value, detail = score(case)
-        results.append(HostileResult(case, outcome, value, time.monotonic() - started, detail))
+        results.append(HostileResult(case, outcome, value, time.thread_time() - cpu,
+                                     time.monotonic() - started, detail))
     return results

@@ -153,15 +153,26 @@ def _value_key(value: object) -> tuple:
     return (2, str(value))
 
 
-def result_bag(database: str | Path, sql: str, timeout_s: float = 2.0, max_rows: int = 20_000) -> collections.Counter:
+MAX_STEPS = 20_000_000  # SQLite VM steps a gold or mutation may take here (about a second)
+WALL_GUARD_S = 120.0  # only against a machine far too slow; never reached on real golds
+
+
+def result_bag(database: str | Path, sql: str, max_steps: int = MAX_STEPS,
+               max_rows: int = 20_000) -> collections.Counter:
     """The query's rows as a bag of order-free rows (values sorted within each row), read-only.
 
-    Raises QueryUnusable on an error, the deadline or more than ``max_rows`` rows.
+    Raises QueryUnusable on an error, more than ``max_steps`` VM steps (counted, so the same on any
+    machine at any load) or more than ``max_rows`` rows.
     """
     uri = "file:" + str(Path(database).resolve()) + "?mode=ro&immutable=1"
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-    deadline = time.monotonic() + timeout_s
-    conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, cached_statements=0)
+    deadline, calls = time.monotonic() + WALL_GUARD_S, [0]
+
+    def meter() -> int:
+        calls[0] += 1
+        return 1 if calls[0] * 1000 > max_steps or time.monotonic() > deadline else 0
+
+    conn.set_progress_handler(meter, 1000)
     try:
         cursor = conn.execute(sql)
         rows = cursor.fetchmany(max_rows + 1)
@@ -187,18 +198,18 @@ def without_outer_limit(sql: str) -> str | None:
     return _join(toks[:found[-1]]).rstrip() if found else None
 
 
-def differing_mutations(gold: str, database: str | Path, timeout_s: float = 2.0) -> list[Mutation]:
+def differing_mutations(gold: str, database: str | Path, max_steps: int = MAX_STEPS) -> list[Mutation]:
     """The mutations of ``gold`` that run and return rows different from the gold's on ``database``."""
     try:
-        original = result_bag(database, gold, timeout_s)
+        original = result_bag(database, gold, max_steps)
         unlimited_sql = without_outer_limit(gold)
-        unlimited = result_bag(database, unlimited_sql, timeout_s) if unlimited_sql else None
+        unlimited = result_bag(database, unlimited_sql, max_steps) if unlimited_sql else None
     except QueryUnusable:
         return []
     kept = []
     for mutation in mutations(gold):
         try:
-            rows = result_bag(database, mutation.sql, timeout_s)
+            rows = result_bag(database, mutation.sql, max_steps)
         except QueryUnusable:
             continue
         may_fill_tie = (unlimited is not None and sum(rows.values()) == sum(original.values())

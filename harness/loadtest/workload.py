@@ -7,7 +7,7 @@ Four kinds of completion, each a grader envelope ``{"input", "output", "expected
   condition, an aggregate changed), or a query returning something else entirely;
 * ``hostile``: the quick cases of the hostile suite (writes, ATTACH, PRAGMA, huge values, ...),
   aimed at the row's first table;
-* ``runaway``: a recursive query that never ends on its own, stopped by the bundle's deadline.
+* ``runaway``: a recursive query that never ends on its own, stopped by the bundle's step budget.
 
 The expected answer of every distinct envelope is measured once, alone, before the load
 (``calibrate``): under load each answer must be exactly that one (same score, same outcome), so a
@@ -34,7 +34,7 @@ from harness.emulator.hostile import load_cases
 from harness.emulator.mutate import mutations
 
 KINDS = ("correct", "wrong", "hostile", "runaway")
-# The runaway completion: counts forever; only the bundle's deadline (2 s by default) stops it.
+# The runaway completion: counts forever; only the bundle's step budget (about 2 s here) stops it.
 RUNAWAY_SQL = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
 # Mix of the ordinary requests (the runaway ones are placed separately, every Nth request).
 DEFAULT_MIX = {"correct": 0.4, "wrong": 0.4, "hostile": 0.2}
@@ -67,16 +67,14 @@ def _envelope(row: SplitRow, completion: str) -> dict[str, Any]:
     return {"input": row.prompt, "output": completion, "expected": row.gold}
 
 
-def hostile_cases(max_seconds: float = 1.0, max_chars: int = 100_000) -> list[tuple[str, str]]:
-    """(id, completion) of the quick hostile cases that are refused whatever the gold: no deadline
-    needed, small enough to send, and never merely a "mismatch" (a query such as
-    ``SELECT instr(...)`` returning 0 legitimately matches a gold that returns 0), nor cut short by
-    extraction."""
+def hostile_cases(max_cpu_seconds: float = 1.0, max_chars: int = 100_000) -> list[tuple[str, str]]:
+    """(id, completion) of the quick hostile cases that are refused whatever the gold: cheap (no
+    step budget needed), small enough to send, and never merely a "mismatch" (a query such as
+    ``SELECT instr(...)`` returning 0 legitimately matches a gold that returns 0)."""
     cases = load_cases("{table}", "/tmp")
     return [(c.id, c.text) for c in cases
-            if c.max_seconds <= max_seconds and len(c.text) <= max_chars
-            and not {"prediction_timeout", "mismatch"} & set(c.outcomes)
-            and ";" not in c.text]  # extraction stops at the first ';': "SELECT 1; DROP ..." may match
+            if c.max_cpu_seconds is not None and c.max_cpu_seconds <= max_cpu_seconds
+            and len(c.text) <= max_chars and not {"prediction_over_budget", "mismatch"} & set(c.outcomes)]
 
 
 def build_probes(rows: list[SplitRow], max_rows: int | None = None) -> dict[str, list[Probe]]:

@@ -112,10 +112,10 @@ def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
             if row.gold in per_db:
                 continue
             try:
-                shape = bundle_verify.gold_shape(row.gold, str(db_dir / f"{row.db_id}.sqlite"), limits)
+                gold = bundle_verify.gold_result(row.gold, str(db_dir / f"{row.db_id}.sqlite"), limits)
             except sql_guard.QueryFailed as failed:
                 raise GoldFailed(f"row {row.id} ({row.db_id}): gold query failed: {failed.detail}") from None
-            per_db[row.gold] = gold_results.to_json(shape)
+            per_db[row.gold] = gold_results.to_json(gold)
         index["gold_results"] = results
     atomic_write_bytes(data_dir / "index.json", dumps_canonical(index))
     sql_guard.forget_connections()

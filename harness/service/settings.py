@@ -2,11 +2,13 @@
 
 The service's layers of protection, from the inside out:
 
-1. the bundle's own deadline (``SPIDER_SCORING_TIMEOUT_S``, 2 s): SQLite's progress handler stops a
-   runaway query in-process; the worker answers ``prediction_timeout`` and carries on;
+1. the bundle's own step budget (``SPIDER_SCORING_BUDGET_FLOOR_STEPS``, 50 million SQLite VM steps,
+   about 2 s here): SQLite's progress handler stops a runaway query in-process; the worker answers
+   ``prediction_over_budget`` (the same answer at any load) and carries on;
 2. ``envelope_timeout_s``: a watchdog thread in each worker answers 504 and kills the worker when
-   one envelope takes longer (a single SQLite step such as a huge in-memory sort can outlast the
-   bundle's deadline); the arbiter forks a replacement at once;
+   one envelope takes longer (a single SQLite step such as a huge in-memory sort is not counted by
+   the budget; so is a machine too loaded to do the budget's work in time); the arbiter forks a
+   replacement at once. Either way the envelope is unscored, never a 0.0;
 3. ``heartbeat_timeout_s`` (derived): gunicorn's arbiter kills a worker that stopped reporting,
    should the watchdog itself be stuck;
 4. memory: ``worker_memory_bytes`` as RLIMIT_AS in every worker, ``worker_max_rss_bytes`` retires a
