@@ -111,6 +111,7 @@ class BundleData:
                 dbs.append(db_id)
             self.rows_by_id[str(row["id"])] = row
         self._stored_results = index.get("gold_results") or {}
+        self._neighbour_results = index.get("neighbour_results") or {}
         self.stored_results_usable = self.sqlite_version == sqlite3.sqlite_version
         self._checked: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -119,26 +120,52 @@ class BundleData:
     # -- databases ---------------------------------------------------------------------------
     def database_path(self, db_id: str) -> str:
         """The checked path of a database: present and with the SHA-256 recorded at build time."""
-        found = self._checked.get(db_id)
-        if found is not None:
-            return found
         entry = self.databases.get(db_id)
         if entry is None:
             raise StaleBundleError(f"database {db_id!r} is not in this bundle: the row comes from "
                                    "another dataset build; rebuild and push the bundle with the splits")
+        return self._checked_path(f"database {db_id!r}", entry)
+
+    def _checked_path(self, label: str, entry: dict) -> str:
         path = os.path.join(self.root, "data", entry["file"])
+        found = self._checked.get(path)
+        if found is not None:
+            return found
         try:
             with open(path, "rb") as handle:
                 digest = hashlib.sha256(handle.read()).hexdigest()
         except OSError as exc:
-            raise DatabaseUnavailableError(f"database {db_id!r} cannot be read at {path}: {exc}; "
+            raise DatabaseUnavailableError(f"{label} cannot be read at {path}: {exc}; "
                                            "the bundle is incomplete, rebuild it") from None
         if digest != entry.get("sha256"):
-            raise DatabaseUnavailableError(f"database {db_id!r} at {path} differs from the one indexed "
+            raise DatabaseUnavailableError(f"{label} at {path} differs from the one indexed "
                                            "(SHA-256 mismatch): the bundle is corrupt, rebuild it")
         with self._lock:
-            self._checked[db_id] = path
+            self._checked[path] = path
         return path
+
+    def neighbour_entries(self, resolved: "Resolved", limits: Limits) -> list[tuple[str, str, str, dict | None]]:
+        """(name, checked path, SHA-256, stored result or None) of each neighbour the row's gold uses.
+
+        Empty under ``semantics = original`` or for a database built without neighbours. A
+        neighbour on which the gold was refused at build time (its LIMIT cut a tie there) is left
+        out for that gold. A stored result is given only where this process may use it (same
+        SQLite version and digits as the build); otherwise the caller runs the gold there once.
+        """
+        if limits.semantics != "neighbours":
+            return []
+        entries = self.databases[resolved.db_id].get("neighbours") or []
+        stored = self._neighbour_results.get(resolved.db_id, {}).get(resolved.gold)
+        if not entries or stored is None:
+            return []
+        usable = self.stored_results_usable and limits.float_digits == self.digits
+        out = []
+        for i, (entry, result) in enumerate(zip(entries, stored)):
+            if result is None:
+                continue
+            name = f"neighbour {i + 1} of {resolved.db_id}"
+            out.append((name, self._checked_path(name, entry), entry["sha256"], result if usable else None))
+        return out
 
     def gold_result(self, resolved: "Resolved", limits: Limits) -> gold_results.GoldResult | None:
         """The gold's result and step count stored at build time, when this process may use it.
@@ -192,6 +219,7 @@ class BundleData:
     def describe(self) -> dict:
         """What a health check reports: where the data is and which SQLite built and runs it."""
         return {"root": self.root, "databases": len(self.databases), "rows": len(self.rows_by_id),
+                "neighbour_databases": sum(len(d.get("neighbours") or []) for d in self.databases.values()),
                 "sqlite_version_built": self.sqlite_version, "sqlite_version_runtime": sqlite3.sqlite_version,
                 "stored_gold_results_used": self.stored_results_usable and bool(self._stored_results)}
 

@@ -20,11 +20,13 @@ import threading
 from typing import Mapping
 
 try:
-    from . import bundle_index, verify as verify_mod
+    from . import bundle_index, gold_results, sql_guard, verify as verify_mod
     from .scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError
     from .scoring_limits import Limits, limits_from_env
 except ImportError:  # run as a standalone file
     import bundle_index  # type: ignore[no-redef]
+    import gold_results  # type: ignore[no-redef]
+    import sql_guard  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
     from scoring_errors import (  # type: ignore[no-redef]
         CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError)
@@ -157,7 +159,8 @@ def score_call(call: RowCall, limits: Limits | None = None, root: str | None = N
     resolved = data.resolve(call.gold, call.db_id, call.row_id, call.prompt)
     verdict = verify_mod.verify(call.completion, resolved.gold, resolved.path, limits=limits,
                                 known_gold=data.gold_result(resolved, limits),
-                                cache=data.cache, database_key=resolved.sha256)
+                                cache=data.cache, database_key=resolved.sha256,
+                                neighbours=_neighbours(data, resolved, limits))
     outcome = verdict.outcome
     if outcome == verify_mod.GOLD_ERROR:
         raise GoldQueryError(f"the gold of this row failed on database {resolved.db_id!r} ({verdict.detail}); "
@@ -170,6 +173,27 @@ def score_call(call: RowCall, limits: Limits | None = None, root: str | None = N
                                   "unscored, not wrong: give the scorer more CPU (fewer workers per core) or raise "
                                   "SPIDER_SCORING_WALL_GUARD_S")
     return verdict
+
+
+def _neighbours(data: "bundle_index.BundleData", resolved: "bundle_index.Resolved",
+                limits: Limits) -> tuple["verify_mod.Neighbour", ...]:
+    """The row's neighbour databases with the gold's result on each (stored, or run once per process)."""
+    out = []
+    for name, path, sha256, stored in data.neighbour_entries(resolved, limits):
+        key = (sha256, resolved.gold, limits.float_digits)
+        found = data.cache.peek(key)
+        if found is None and stored is not None:
+            found = gold_results.from_json(stored)
+        if found is None:
+            try:
+                found, _cached = data.cache.get(key, lambda: verify_mod.gold_result(resolved.gold, path, limits))
+            except sql_guard.QueryFailed as failed:
+                raise GoldQueryError(f"the gold of this row failed on {name} ({failed.detail}); the row cannot "
+                                     "be scored: rebuild the bundle with this SQLite") from None
+        else:
+            data.cache.put(key, found)
+        out.append(verify_mod.Neighbour(name, path, found))
+    return tuple(out)
 
 
 def score_kwargs(kwargs: Mapping) -> float:

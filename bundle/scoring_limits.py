@@ -31,8 +31,11 @@ import os
 from typing import Any, Mapping
 
 
-def _setting(default: float, unit: str, meaning: str) -> Any:
-    return dataclasses.field(default=default, metadata={"unit": unit, "meaning": meaning})
+def _setting(default: float | str, unit: str, meaning: str, choices: tuple[str, ...] = ()) -> Any:
+    return dataclasses.field(default=default, metadata={"unit": unit, "meaning": meaning, "choices": choices})
+
+
+SEMANTICS = ("original", "neighbours")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,11 +67,19 @@ class Limits:
     cache_pages_kib: int = _setting(2_048, "KiB", "page cache per connection (PRAGMA cache_size)")
     progress_steps: int = _setting(1_000, "VM steps", "how often SQLite reports work done (the budget's unit)")
     float_digits: int = _setting(12, "digits", "significant digits numbers are rounded to before comparison")
+    semantics: str = _setting(
+        "neighbours", "choice", "same rows on the original database only, or on it and its neighbour databases "
+        "(a bundle without neighbours scores on the original either way)", SEMANTICS)
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            wanted = int if field.type in ("int", int) else float
+            choices = field.metadata["choices"]
+            if choices:
+                if value not in choices:
+                    raise ValueError(f"limit {field.name} must be one of {', '.join(choices)}, got {value!r}")
+                continue
+            wanted = _type(field)
             if not _valid(value, wanted):
                 raise ValueError(f"limit {field.name} must be a positive {wanted.__name__}, got {value!r}")
         if self.progress_steps > _C_INT_MAX:  # SQLite takes it as a C int
@@ -98,15 +109,20 @@ class Setting:
     """One row of the limits table."""
 
     name: str
-    default: float
+    default: float | str
     unit: str
     meaning: str
     type: type
+    choices: tuple[str, ...] = ()
+
+
+def _type(field: dataclasses.Field) -> type:
+    return {"int": int, "float": float, "str": str}.get(field.type, field.type)  # type: ignore[arg-type]
 
 
 def _settings() -> tuple[Setting, ...]:
     return tuple(Setting(f.name, f.default, f.metadata["unit"], f.metadata["meaning"],  # type: ignore[arg-type]
-                         int if f.type in ("int", int) else float)
+                         _type(f), f.metadata["choices"])
                  for f in dataclasses.fields(Limits))
 
 
@@ -123,8 +139,13 @@ def env_name(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def _parse(setting: Setting, raw: str) -> float:
+def _parse(setting: Setting, raw: str) -> float | str:
     text = raw.strip()
+    if setting.choices:
+        if text not in setting.choices:
+            raise ValueError(f"{env_name(setting.name)}={raw!r} is not one of {', '.join(setting.choices)}; "
+                             f"unset it or give one of them (default {setting.default})")
+        return text
     try:
         value: float = int(text) if setting.type is int else float(text)
     except ValueError:

@@ -94,7 +94,10 @@ class Verdict:
     gold_cached: bool = False
     gold_steps: int | None = None
     budget_steps: int | None = None
-    steps: int | None = None  # VM steps the predicted query took (or had taken when stopped)
+    steps: int | None = None  # VM steps the predicted query took on the original (or had taken when stopped)
+    original_score: float | None = None  # the verdict of the original database alone
+    decided_on: str = "original"  # "original", the neighbour whose result differed, or "test suite" (all agreed)
+    neighbours_checked: int = 0
     prediction_s: float = 0.0
     gold_s: float = 0.0
     compare_s: float = 0.0
@@ -156,15 +159,55 @@ def gold_shape(gold: str, database: str, limits: Limits = DEFAULT_LIMITS) -> sql
     return gold_result(gold, database, limits).shape
 
 
+@dataclasses.dataclass(frozen=True)
+class Neighbour:
+    """A neighbour database of the one scored on, and its gold's result there."""
+
+    name: str
+    path: str
+    gold: gold_results.GoldResult
+
+
+def _judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits) -> tuple:
+    """Run ``sql`` on one database and compare with the gold's result there.
+
+    (outcome, score, detail, steps, prediction seconds, comparison seconds).
+    """
+    budget = limits.budget_steps(gold.steps)
+    t0 = time.monotonic()
+    try:
+        raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s)
+    except sql_guard.QueryFailed as failed:
+        outcome = _PREDICTION_KIND[failed.kind]
+        return outcome, None if outcome in UNSCORED else 0.0, failed.detail, failed.steps, time.monotonic() - t0, 0.0
+    t1 = time.monotonic()
+    try:
+        result = sql_compare.compare(gold.shape, sql_compare.normalize_rows(raw.rows, limits.float_digits),
+                                     len(raw.columns),
+                                     budget=sql_compare.Budget(limits.compare_max_cells, t0 + limits.wall_guard_s))
+    except (sql_compare.CompareBudgetExceeded, sql_compare.CompareWallGuard) as exc:
+        timed_out = isinstance(exc, sql_compare.CompareWallGuard)
+        return (INFRASTRUCTURE_TIMEOUT if timed_out else PREDICTION_OVER_CAP, None if timed_out else 0.0, str(exc),
+                raw.steps, t1 - t0, time.monotonic() - t1)
+    outcome = MATCH if result.match else MISMATCH
+    return outcome, 1.0 if result.match else 0.0, result.detail, raw.steps, t1 - t0, time.monotonic() - t1
+
+
 def verify(completion: str | None, gold: str, database: str, *, limits: Limits = DEFAULT_LIMITS,
            is_sql: bool = False, known_gold: gold_results.GoldResult | None = None,
-           cache: gold_results.GoldCache | None = None, database_key: str | None = None) -> Verdict:
+           cache: gold_results.GoldCache | None = None, database_key: str | None = None,
+           neighbours: "tuple[Neighbour, ...] | list[Neighbour]" = ()) -> Verdict:
     """Score one completion against a gold query on the SQLite file ``database``.
 
     ``is_sql``: the completion is already a query (no extraction). ``known_gold``: the gold's result,
     when known; otherwise it is computed once per (``database_key``, gold, digits) in ``cache``
     (default: a process-wide cache keyed by the file's path, size and modification time). Never
     raises for anything a model can write; gold and infrastructure failures come back unscored.
+
+    ``neighbours``: when given (and ``limits.semantics`` is ``neighbours``), a completion that
+    matches on ``database`` must match on each of them too, checked in order and stopping at the
+    first that differs; the verdict then names that database (``decided_on``; ``test suite`` when
+    every one agreed) and keeps the original database's own score (``original_score``).
     """
     started = time.monotonic()
     gold_s, cached = 0.0, True
@@ -180,38 +223,32 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
             return _finish(started, _GOLD_KIND.get(failed.kind, GOLD_ERROR), None, f"gold query: {failed.detail}")
         gold_s = 0.0 if cached else time.monotonic() - t0
     shape = known_gold.shape
-    budget = limits.budget_steps(known_gold.steps)
     base = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached, gold_s=gold_s,
-                gold_steps=known_gold.steps, budget_steps=budget)
+                gold_steps=known_gold.steps, budget_steps=limits.budget_steps(known_gold.steps))
     if is_sql:
         sql, second = (completion.strip() if isinstance(completion, str) else None), None
     else:
         found = sql_extract.extract(completion, limits.max_completion_chars)
         sql, second = found.sql, found.second
     if not sql:
-        return _finish(started, NO_QUERY, 0.0, "no SQL query found in the completion", None, **base)
-    t0 = time.monotonic()
+        return _finish(started, NO_QUERY, 0.0, "no SQL query found in the completion", None, original_score=0.0, **base)
     try:
         if second is not None and sql_guard.is_statement(database, second, limits):
             return _finish(started, FORBIDDEN, 0.0, "several statements: another one follows the query",
-                           sql, steps=0, **base)
-        raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s)
+                           sql, steps=0, original_score=0.0, **base)
     except sql_guard.QueryFailed as failed:
-        outcome = _PREDICTION_KIND[failed.kind]
-        score = None if outcome in UNSCORED else 0.0
-        return _finish(started, outcome, score, failed.detail, sql, steps=failed.steps,
-                       prediction_s=time.monotonic() - t0, **base)
-    prediction_s = time.monotonic() - t0
-    t1 = time.monotonic()
-    try:
-        result = sql_compare.compare(shape, sql_compare.normalize_rows(raw.rows, limits.float_digits),
-                                     len(raw.columns),
-                                     budget=sql_compare.Budget(limits.compare_max_cells, t0 + limits.wall_guard_s))
-    except (sql_compare.CompareBudgetExceeded, sql_compare.CompareWallGuard) as exc:
-        timed_out = isinstance(exc, sql_compare.CompareWallGuard)
-        return _finish(started, INFRASTRUCTURE_TIMEOUT if timed_out else PREDICTION_OVER_CAP,
-                       None if timed_out else 0.0, str(exc), sql, steps=raw.steps, prediction_s=prediction_s,
-                       compare_s=time.monotonic() - t1, **base)
-    outcome = MATCH if result.match else MISMATCH
-    return _finish(started, outcome, 1.0 if result.match else 0.0, result.detail, sql, steps=raw.steps,
-                   prediction_s=prediction_s, compare_s=time.monotonic() - t1, **base)
+        return _finish(started, INFRASTRUCTURE_ERROR, None, failed.detail, sql, **base)
+    outcome, score, detail, steps, prediction_s, compare_s = _judge(database, sql, known_gold, limits)
+    original_score, decided_on, checked = score, "original", 0
+    if outcome == MATCH and limits.semantics == "neighbours":
+        for neighbour in neighbours:
+            checked += 1
+            there = _judge(neighbour.path, sql, neighbour.gold, limits)
+            prediction_s, compare_s = prediction_s + there[4], compare_s + there[5]
+            if there[0] != MATCH:
+                outcome, score, detail, decided_on = there[0], there[1], f"on {neighbour.name}: {there[2]}", neighbour.name
+                break
+        else:
+            decided_on = "test suite" if checked else decided_on
+    return _finish(started, outcome, score, detail, sql, steps=steps, prediction_s=prediction_s, compare_s=compare_s,
+                   original_score=original_score, decided_on=decided_on, neighbours_checked=checked, **base)
