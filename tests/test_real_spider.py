@@ -89,7 +89,7 @@ def test_known_broken_golds_are_exactly_three(spider_dir):
 
 def mutation_cases(limit: int = 400) -> list[tuple[str, str, str]]:
     """(db_id, gold, mutated) for up to ``limit`` mutations of dev golds, spread over the split."""
-    from harness.emulator import mutate
+    from harness.common import mutate
     cases = []
     dev = [r for r in ROWS[:1034] if database_path(r["db_id"])] if SPIDER else []
     rng = random.Random(1)
@@ -102,7 +102,7 @@ def mutation_cases(limit: int = 400) -> list[tuple[str, str, str]]:
 
 
 def test_mutated_golds_scored_by_the_rows_they_return(spider_dir):
-    from harness.emulator import mutate
+    from harness.common import mutate
     cases = mutation_cases()
     assert len(cases) >= 300
     checked = collections.Counter()

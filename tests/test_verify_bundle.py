@@ -18,7 +18,7 @@ from harness.common.errors import InputError, VerificationFailed
 from harness.common.layout import Prepared
 from harness.common.rows import SplitRow
 from harness.emulator import checks as emulate_checks
-from harness.emulator import mutate
+from harness.common import mutate
 from harness.emulator.main import job_verify
 from harness.prepare import pack
 

@@ -22,6 +22,7 @@ import argparse
 import importlib
 import itertools
 import json
+import os
 import random
 import resource
 import shutil
@@ -43,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--spider", default=str(ROOT.parent / "shared" / "spider"),
-                        help="Spider folder with dev.json and database/ (default ../shared/spider)")
+    parser.add_argument("--spider", default=os.environ.get("SPIDER_DATA"), metavar="DIR",
+                        help="Spider folder with dev.json and database/ (default: $SPIDER_DATA)")
     parser.add_argument("--pairs", type=int, default=400, help="dev pairs timed (default 400)")
     parser.add_argument("--repeat", type=int, default=5, help="timings per pair; the minimum counts (default 5)")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
@@ -217,6 +218,8 @@ def bench_hostile_memory(db: Path, gold: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.spider:
+        raise InputError("give --spider DIR (or SPIDER_DATA=DIR): a Spider folder with dev.json and database/")
     spider = Path(args.spider)
     if not (spider / "dev.json").is_file():
         raise InputError(f"no Spider data at {spider}: pass --spider FOLDER (with dev.json and database/)")

@@ -8,7 +8,7 @@ The checks, in order (README, "Pre-push verification"):
 3. eval unseen: no eval question or database in train or rl;
 4. imports stdlib only: a fresh ``python3 -I -S`` imports every module of the bundle;
 5. golds score 1.0: every row's gold through reward (train, rl) or grader (eval), concurrently;
-6. mutated golds score 0.0: harness.emulator.mutate's near-misses that SQLite says return other rows;
+6. mutated golds score 0.0: harness.common.mutate's near-misses that SQLite says return other rows;
 7. hostile suite: every case 0.0 with an allowed outcome (and its CPU bound, where it has one);
 8. no file created while the hostile suite ran (listing of the writable places, scratch empty);
 9. stale gold rejected: a row whose gold is not the bundle's raises StaleBundleError;
@@ -36,7 +36,8 @@ from pathlib import Path
 from harness.common.bundle_loader import LoadedBundle, directory_listing
 from harness.common.layout import SPLITS
 from harness.common.rows import SplitRow, index_mismatches, read_split_lenient
-from harness.emulator import hostile, mutate
+from harness.common import mutate
+from harness.emulator import hostile
 from harness.emulator.calls import Call, call_score
 
 PROBE = Path(__file__).resolve().parent / "probe.py"

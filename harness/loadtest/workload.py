@@ -3,7 +3,7 @@
 Four kinds of completion, each a grader envelope ``{"input", "output", "expected"}`` for a row:
 
 * ``correct``: the row's gold, as a model would write it (in a fenced block);
-* ``wrong``: mechanical near-misses of the gold (``harness.emulator.mutate``: a number, a string, a WHERE
+* ``wrong``: mechanical near-misses of the gold (``harness.common.mutate``: a number, a string, a WHERE
   condition, an aggregate changed), or a query returning something else entirely;
 * ``hostile``: the quick cases of the hostile suite (writes, ATTACH, PRAGMA, huge values, ...),
   aimed at the row's first table;
@@ -31,7 +31,7 @@ from typing import Any
 from harness.common.errors import InputError
 from harness.common.rows import SplitRow, read_split
 from harness.emulator.hostile import load_cases
-from harness.emulator.mutate import mutations
+from harness.common.mutate import mutations
 
 KINDS = ("correct", "wrong", "hostile", "runaway")
 # The runaway completion: counts forever; only the bundle's step budget (about 2 s here) stops it.

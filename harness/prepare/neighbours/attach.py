@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from bundle import gold_results
-from harness.neighbours.distil import Distilled, Settings, distil
+from harness.prepare.neighbours.distil import Distilled, Settings, distil
 
 FOLDER = "neighbours"
 

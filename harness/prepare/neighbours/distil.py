@@ -28,10 +28,10 @@ from pathlib import Path
 from bundle import gold_results, sql_compare, sql_guard
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.verify import gold_result
-from harness.neighbours.fuzz import Fuzzer
-from harness.neighbours.schema import Schema, read_schema
-from harness.neighbours.values import literals_by_column
-from harness.neighbours.variants import variants
+from harness.prepare.neighbours.fuzz import Fuzzer
+from harness.prepare.neighbours.schema import Schema, read_schema
+from harness.prepare.neighbours.values import literals_by_column
+from harness.prepare.neighbours.variants import variants
 
 # Work a gold or a target may do on a candidate while distilling (candidates are small).
 BUILD_STEPS = 5_000_000

@@ -28,8 +28,8 @@ import random
 import sqlite3
 from pathlib import Path
 
-from harness.neighbours import values as value_pools
-from harness.neighbours.schema import Column, Schema, Table
+from harness.prepare.neighbours import values as value_pools
+from harness.prepare.neighbours.schema import Column, Schema, Table
 
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "north", "south", "river", "stone", "green")
 

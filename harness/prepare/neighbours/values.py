@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from harness.mutate import tokens
+from harness.common.mutate import tokens
 
 # Tokens between a column and the literal it is compared with: operators, list and range glue.
 _GLUE = {"=", "==", "!=", "<>", "<", ">", "<=", ">=", "LIKE", "GLOB", "IN", "NOT", "BETWEEN", "AND", "IS",

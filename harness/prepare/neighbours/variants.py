@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.mutate import _drop_where, tokens  # one tokenizer for every edit of a gold
+from harness.common.mutate import _drop_where, tokens  # one tokenizer for every edit of a gold
 
 FAMILIES = (
     ("count", "min", "max", "avg", "sum"),
