@@ -1,7 +1,7 @@
 """`prepare` on the real Spider copy with the defaults 2,000 / 600 / 300 (fixture prepared_spider).
 
 The rows come from tests/api_server.py serving train_spider.json and dev.json on 127.0.0.1 in
-pages of 100, exactly as the datasets-server would; the databases from ../shared/spider/database.
+pages of 100, exactly as the datasets-server would; the databases from $SPIDER_DATA/database.
 """
 
 from __future__ import annotations

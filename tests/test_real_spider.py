@@ -1,4 +1,4 @@
-"""On the real Spider data (../shared/spider or $SPIDER_DATA): every runnable gold of the dev and train
+"""On the real Spider data ($SPIDER_DATA): every runnable gold of the dev and train
 splits scores 1.0 against itself, no gold comes near a cap, and mechanically mutated golds are scored by
 the rows they actually return."""
 
