@@ -40,6 +40,7 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Mapping
 
 try:
     from . import gold_results
@@ -47,8 +48,7 @@ try:
     from .scoring_limits import DEFAULT_LIMITS, Limits
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
-    from scoring_errors import (  # type: ignore[no-redef]
-        BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError)
+    from scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError  # type: ignore[no-redef]
     from scoring_limits import DEFAULT_LIMITS, Limits  # type: ignore[no-redef]
 
 INDEX_FORMAT = "spider-scoring-index"
@@ -65,7 +65,7 @@ def normalize_gold(text: str) -> str:
     return " ".join(text.split()).rstrip(";").rstrip()
 
 
-def find_root(environ: dict | None = None) -> str:
+def find_root(environ: Mapping | None = None) -> str:
     """The bundle root: $TRAINER_BUNDLE_ROOT when it holds data/index.json, else this file's folder."""
     environ = os.environ if environ is None else environ
     tried = []
@@ -144,7 +144,7 @@ class BundleData:
             self._checked[path] = path
         return path
 
-    def neighbour_entries(self, resolved: "Resolved", limits: Limits) -> list[tuple[str, str, str, dict | None]]:
+    def neighbour_entries(self, resolved: Resolved, limits: Limits) -> list[tuple[str, str, str, dict | None]]:
         """(name, checked path, SHA-256, stored result or None) of each neighbour the row's gold uses.
 
         Empty under ``semantics = original`` or for a database built without neighbours. A
@@ -167,7 +167,7 @@ class BundleData:
             out.append((name, self._checked_path(name, entry), entry["sha256"], result if usable else None))
         return out
 
-    def gold_result(self, resolved: "Resolved", limits: Limits) -> gold_results.GoldResult | None:
+    def gold_result(self, resolved: Resolved, limits: Limits) -> gold_results.GoldResult | None:
         """The gold's result and step count stored at build time, when this process may use it.
 
         Stored results are used only under the SQLite version and the number rounding that computed

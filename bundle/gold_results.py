@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 try:
     from . import sql_compare, sql_text
@@ -171,7 +171,7 @@ def to_json(gold: GoldResult) -> dict:
     segs = [[s.start, s.end, None if s.pool is None else [[_value_to_json(v) for v in r] for r in s.pool]]
             for s in shape.segments]
     if not shape.ordered:
-        segs = None
+        segs = None  # type: ignore[assignment]
     return {"ncols": shape.ncols, "rows": rows, "ordered": shape.ordered, "segments": segs, "steps": gold.steps}
 
 

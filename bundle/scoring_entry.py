@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 
 try:
-    from . import bundle_index, gold_results, sql_guard, verify as verify_mod
+    from . import bundle_index, gold_results, sql_guard
+    from . import verify as verify_mod
     from .scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError
     from .scoring_limits import Limits, limits_from_env
 except ImportError:  # run as a standalone file
@@ -28,8 +29,7 @@ except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
     import sql_guard  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
-    from scoring_errors import (  # type: ignore[no-redef]
-        CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError)
+    from scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError  # type: ignore[no-redef]
     from scoring_limits import Limits, limits_from_env  # type: ignore[no-redef]
 
 COMPLETION_KEYS = ("solution_str", "output", "completion", "response")
@@ -103,8 +103,8 @@ def _row_call(completion: object, source: Mapping, limits: Limits, extra_prompt:
     gold, gold_value = _gold(source)
     if not gold or not gold.strip():
         return None
-    extra = source.get("extra_info") if isinstance(source.get("extra_info"), dict) else {}
-    hint_sources = (extra, source, gold_value if isinstance(gold_value, dict) else {})
+    extra: Mapping = source["extra_info"] if isinstance(source.get("extra_info"), dict) else {}
+    hint_sources: tuple[Mapping, ...] = (extra, source, gold_value if isinstance(gold_value, dict) else {})
     db_id = next((str(h[k]) for h in hint_sources for k in DB_KEYS if isinstance(h.get(k), str)), None)
     row_id = next((str(h[k]) for h in hint_sources for k in ROW_KEYS if isinstance(h.get(k), (str, int))), None)
     texts: list[str] = []
@@ -152,7 +152,7 @@ def current_limits() -> Limits:
     return _limits[0]
 
 
-def score_call(call: RowCall, limits: Limits | None = None, root: str | None = None) -> "verify_mod.Verdict":
+def score_call(call: RowCall, limits: Limits | None = None, root: str | None = None) -> verify_mod.Verdict:
     """Resolve the row, score it, and raise on anything that is not the model's doing."""
     limits = limits or current_limits()
     data = bundle_index.load(root)
@@ -175,8 +175,8 @@ def score_call(call: RowCall, limits: Limits | None = None, root: str | None = N
     return verdict
 
 
-def _neighbours(data: "bundle_index.BundleData", resolved: "bundle_index.Resolved",
-                limits: Limits) -> tuple["verify_mod.Neighbour", ...]:
+def _neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resolved,
+                limits: Limits) -> tuple[verify_mod.Neighbour, ...]:
     """The row's neighbour databases with the gold's result on each (stored, or run once per process)."""
     out = []
     for name, path, sha256, stored in data.neighbour_entries(resolved, limits):
@@ -186,7 +186,7 @@ def _neighbours(data: "bundle_index.BundleData", resolved: "bundle_index.Resolve
             found = gold_results.from_json(stored)
         if found is None:
             try:
-                found, _cached = data.cache.get(key, lambda: verify_mod.gold_result(resolved.gold, path, limits))
+                found, _cached = data.cache.get(key, lambda: verify_mod.gold_result(resolved.gold, path, limits))  # noqa: B023 - called here
             except sql_guard.QueryFailed as failed:
                 raise GoldQueryError(f"the gold of this row failed on {name} ({failed.detail}); the row cannot "
                                      "be scored: rebuild the bundle with this SQLite") from None

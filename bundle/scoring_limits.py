@@ -28,7 +28,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def _setting(default: float | str, unit: str, meaning: str, choices: tuple[str, ...] = ()) -> Any:
@@ -85,7 +86,7 @@ class Limits:
         if self.progress_steps > _C_INT_MAX:  # SQLite takes it as a C int
             raise ValueError(f"limit progress_steps must be at most {_C_INT_MAX}, got {self.progress_steps}")
 
-    def replace(self, **changes: float) -> "Limits":
+    def replace(self, **changes: float) -> Limits:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     def budget_steps(self, gold_steps: int) -> int:
@@ -117,7 +118,8 @@ class Setting:
 
 
 def _type(field: dataclasses.Field) -> type:
-    return {"int": int, "float": float, "str": str}.get(field.type, field.type)  # type: ignore[arg-type]
+    known: dict = {"int": int, "float": float, "str": str}
+    return known.get(field.type, field.type)  # type: ignore[arg-type]
 
 
 def _settings() -> tuple[Setting, ...]:

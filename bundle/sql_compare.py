@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 try:
     from .scoring_limits import DEFAULT_LIMITS
@@ -106,7 +106,7 @@ def value_key(value: object, digits: int = _DIGITS) -> tuple:
             _NUMBER_KEYS[memo] = found
         return found
     if cls is bytes or cls is bytearray or cls is memoryview:
-        return (BLOB_TAG, bytes(value))  # type: ignore[arg-type]
+        return (BLOB_TAG, bytes(value))  # type: ignore[arg-type,call-overload]
     return (TEXT_TAG, str(value))
 
 

@@ -148,7 +148,8 @@ def outer_clauses(sql: str) -> OuterClauses:
     if order_at is not None:
         first = words[order_at + 1][0] + 1
         stop = limit_at if limit_at is not None and limit_at > first else len(toks)
-        depth, current = 0, []
+        depth = 0
+        current: list = []
         for tok in toks[first:stop]:
             depth += tok.text == "("
             depth -= tok.text == ")"

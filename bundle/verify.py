@@ -196,7 +196,7 @@ def _judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limit
 def verify(completion: str | None, gold: str, database: str, *, limits: Limits = DEFAULT_LIMITS,
            is_sql: bool = False, known_gold: gold_results.GoldResult | None = None,
            cache: gold_results.GoldCache | None = None, database_key: str | None = None,
-           neighbours: "tuple[Neighbour, ...] | list[Neighbour]" = ()) -> Verdict:
+           neighbours: tuple[Neighbour, ...] | list[Neighbour] = ()) -> Verdict:
     """Score one completion against a gold query on the SQLite file ``database``.
 
     ``is_sql``: the completion is already a query (no extraction). ``known_gold``: the gold's result,

@@ -170,7 +170,8 @@ def test_the_container_serves_the_bundle_locked_down_and_stops_gracefully(docker
     row = read_split(prepared_sample / "data" / "eval.jsonl", "eval")[0]
     body = {"input": row.prompt, "output": row.gold, "expected": row.gold}
     settings = ServiceSettings(workers=2, envelope_timeout_s=1.0)
-    server = ServiceContainer(zip_path, settings, environment={"SPIDER_SCORING_BUDGET_FLOOR_STEPS": str(10**13), "SPIDER_SCORING_WALL_GUARD_S": "600"}, say=lambda m: None)
+    environment = {"SPIDER_SCORING_BUDGET_FLOOR_STEPS": str(10**13), "SPIDER_SCORING_WALL_GUARD_S": "600"}
+    server = ServiceContainer(zip_path, settings, environment=environment, say=lambda m: None)
     try:
         server.start()
         health = request(server.host, server.port, "GET", "/health").json

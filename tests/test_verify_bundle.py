@@ -14,11 +14,11 @@ import pytest
 
 from harness.commands import hooks
 from harness.common import bundle_loader as emulate
+from harness.common import mutate
 from harness.common.errors import InputError, VerificationFailed
 from harness.common.layout import Prepared
 from harness.common.rows import SplitRow
 from harness.emulator import checks as emulate_checks
-from harness.common import mutate
 from harness.emulator.main import job_verify
 from harness.prepare import pack
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bundle import sql_guard
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits

@@ -33,10 +33,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.common import mutate
 from harness.common.bundle_loader import LoadedBundle, directory_listing
 from harness.common.layout import SPLITS
 from harness.common.rows import SplitRow, index_mismatches, read_split_lenient
-from harness.common import mutate
 from harness.emulator import hostile
 from harness.emulator.calls import Call, call_score
 

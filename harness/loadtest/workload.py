@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.common.errors import InputError
+from harness.common.mutate import mutations
 from harness.common.rows import SplitRow, read_split
 from harness.emulator.hostile import load_cases
-from harness.common.mutate import mutations
 
 KINDS = ("correct", "wrong", "hostile", "runaway")
 # The runaway completion: counts forever; only the bundle's step budget (about 2 s here) stops it.

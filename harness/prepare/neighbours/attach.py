@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import shutil
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from bundle import gold_results
 from harness.prepare.neighbours.distil import Distilled, Settings, distil
@@ -25,8 +25,11 @@ from harness.prepare.neighbours.distil import Distilled, Settings, distil
 FOLDER = "neighbours"
 
 
+DEFAULT_SETTINGS = Settings()
+
+
 def build(golds_by_db: Mapping[str, Iterable[str]], databases: Mapping[str, Path], work: Path,
-          settings: Settings = Settings(), say=lambda message: None) -> dict[str, Distilled]:
+          settings: Settings = DEFAULT_SETTINGS, say=lambda message: None) -> dict[str, Distilled]:
     """Distil the neighbours of each database, in db_id order, with that database's golds."""
     out = {}
     for db_id in sorted(golds_by_db):

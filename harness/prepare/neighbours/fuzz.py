@@ -135,8 +135,8 @@ class Fuzzer:
             for i, col in enumerate(table.columns):
                 value = template[i] if template is not None else None
                 redraw = template is None or rng.random() < self.redraw
-                if col.name in parents and parents[col.name] is not None:
-                    choices = parents[col.name]
+                choices = parents.get(col.name)
+                if choices is not None:
                     value = value if value in choices and not redraw else (rng.choice(choices) if choices else None)
                 elif redraw:
                     value = self._draw((table.name, col.name), rng)

@@ -12,8 +12,10 @@ Edits (each applied at every site where it fits, in order; at most ``limit`` var
 A variant only matters to the neighbour databases when the original database cannot tell it
 from its gold (``distil`` keeps those); variants that are the gold's text again are left out.
 
->>> sorted(v for v in variants("SELECT count(*) FROM singer WHERE age > 40", ["age", "name"], 50))[:4]
-['SELECT avg(*) FROM singer WHERE age > 40', 'SELECT count(*) FROM singer', 'SELECT count(*) FROM singer WHERE age != 40', 'SELECT count(*) FROM singer WHERE age < 40']
+>>> found = variants("SELECT count(*) FROM singer WHERE age > 40", ["age", "name"], 50)
+>>> [v in found for v in ("SELECT avg(*) FROM singer WHERE age > 40", "SELECT count(*) FROM singer",
+...                       "SELECT count(*) FROM singer WHERE age != 40", "SELECT count(*) FROM singer WHERE age < 40")]
+[True, True, True, True]
 """
 
 from __future__ import annotations
