@@ -35,6 +35,11 @@ import threading
 import time
 from pathlib import Path
 
+from func_timeout import FunctionTimedOut, func_timeout
+
+from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.sql_compare import bag_shape, compare, normalize_rows
+from bundle.verify import verify
 from harness.commands import bench_budget
 from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
@@ -140,8 +145,6 @@ SORT_AFTER = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WH
 
 
 def bench_runaway(db: Path) -> dict:
-    from bundle.scoring_limits import DEFAULT_LIMITS
-    from bundle.verify import verify
     out = {}
     for name, sql in (("recursive", RUNAWAY), ("sort_after_accumulation", SORT_AFTER)):
         started = time.monotonic()
@@ -157,7 +160,6 @@ def bench_runaway(db: Path) -> dict:
 
 def _func_timeout_baseline(db: Path) -> dict:
     """Prior art: func_timeout around bare sqlite3. The caller gets control back; the query keeps a core."""
-    from func_timeout import FunctionTimedOut, func_timeout
     conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True, check_same_thread=False)
 
     def runaway() -> None:
@@ -180,7 +182,6 @@ def _func_timeout_baseline(db: Path) -> dict:
 
 
 def bench_compare(brute_seconds: float) -> dict:
-    from bundle.sql_compare import bag_shape, compare, normalize_rows
     rng = random.Random(7)
     rows = [tuple(rng.randint(0, 1) for _ in range(9)) for _ in range(9)]
     perm = list(range(9))
