@@ -30,11 +30,14 @@ from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.verify import gold_result
 from harness.prepare.neighbours.fuzz import Fuzzer
 from harness.prepare.neighbours.schema import Schema, read_schema
-from harness.prepare.neighbours.values import literals_by_column
+from harness.prepare.neighbours.values import grouped_columns, literals_by_column
 from harness.prepare.neighbours.variants import variants
 
 # Work a gold or a target may do on a candidate while distilling (candidates are small).
 BUILD_STEPS = 5_000_000
+# A gold with no rows on the original is met by any empty answer: giving it rows somewhere is
+# worth as much as separating three look-alike queries.
+NON_EMPTY_WEIGHT = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,13 +132,16 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
     columns = sorted({c.name for t in schema.tables for c in t.columns})
     literals: dict[str, list] = {}
     lowered = {c.lower() for c in columns}
+    grouped: set[str] = set()
+    links = {c.name.lower() for t in schema.tables for c in t.columns if c.references}
     for gold in golds:
+        grouped |= grouped_columns(gold, lowered, links)
         for name, found in literals_by_column(gold, lowered).items():
             literals.setdefault(name, []).extend(v for v in found if v not in literals.get(name, []))
     rng = random.Random(_candidate_seed(settings, db_id, -1))
     targets: dict[str, tuple[list[str], list[str]]] = {g: _targets(original, g, columns, settings, rng, limits)
                                                        for g in golds}
-    fuzzer = Fuzzer(schema, literals, max_rows=settings.max_rows)
+    fuzzer = Fuzzer(schema, literals, grouped=grouped, max_rows=settings.max_rows)
     work.mkdir(parents=True, exist_ok=True)
     evaluated = [_evaluate(fuzzer, work / f"candidate-{i:03d}.sqlite", random.Random(_candidate_seed(settings, db_id, i)),
                            golds, targets, limits) for i in range(settings.candidates)]
@@ -200,7 +206,7 @@ def _choose(candidates: list[_Candidate], golds: list[str], max_keep: int, origi
         for i, candidate in enumerate(candidates):
             if i in chosen:
                 continue
-            gain = len(candidate.separated - covered) + len(candidate.non_empty & empty)
+            gain = len(candidate.separated - covered) + NON_EMPTY_WEIGHT * len(candidate.non_empty & empty)
             if gain > best_gain:
                 best, best_gain = i, gain
         if best is None:

@@ -13,8 +13,9 @@
   original stay together; then each cell is redrawn with probability ``redraw`` from the column's
   pool (``values.py``: the original's values, the golds' literals and values near them);
 * a column whose values are unique in the original stays unique (new values are drawn without
-  replacement, then made unique by a suffix or an offset); a column without NULL in the original
-  never gets one; an INTEGER PRIMARY KEY gets distinct whole numbers;
+  replacement, then made unique by a suffix or an offset), unless a gold needs it repeated (it
+  groups by it with a HAVING on the groups); a column without NULL in the original never gets one; an
+  INTEGER PRIMARY KEY gets distinct whole numbers;
 * a row the schema refuses (a UNIQUE or CHECK constraint) is dropped: ``INSERT OR IGNORE``.
 
 The file is written to a temporary name, VACUUMed (so its bytes depend only on its content and the
@@ -56,9 +57,10 @@ def _quote(name: str) -> str:
 class Fuzzer:
     """Draws neighbour databases of one original. ``literals``: the golds' literals per column name."""
 
-    def __init__(self, schema: Schema, literals: dict[str, list], *, max_rows: int = 60, redraw: float = 0.5,
-                 null_share: float = 0.15, special_share: float = 0.3) -> None:
+    def __init__(self, schema: Schema, literals: dict[str, list], *, grouped: set[str] = frozenset(),  # type: ignore[assignment]
+                 max_rows: int = 60, redraw: float = 0.5, null_share: float = 0.15, special_share: float = 0.3) -> None:
         self.schema = schema
+        self.grouped = grouped
         self.max_rows = max_rows
         self.redraw = redraw
         self.null_share = null_share
@@ -144,7 +146,8 @@ class Fuzzer:
                     value = None
                 if value is None and (col.not_null or not col.has_null):
                     value = self._draw((table.name, col.name), rng)
-                if (col.unique or table.integer_rowid_key and col.pk) and value is not None and value in used[col.name]:
+                if (self._unique(col) or table.integer_rowid_key and col.pk) and value is not None \
+                        and value in used[col.name]:
                     value = self._fresh_unique(col, self.pools[(table.name, col.name)], used[col.name], rng)
                 if table.integer_rowid_key and col.pk and not isinstance(value, int):
                     value = self._fresh_unique(col, list(range(1, 10 * count + 1)), used[col.name], rng)
@@ -152,6 +155,10 @@ class Fuzzer:
                 row.append(value)
             rows.append(tuple(row))
         return rows
+
+    def _unique(self, col: Column) -> bool:
+        """Unique in the original, and not a column a gold needs repeated (``values.grouped_columns``)."""
+        return col.unique and (col.pk > 0 or col.name.lower() not in self.grouped)
 
     def _parent_values(self, col: Column, generated: dict[str, list[tuple]]) -> list | None:
         parent_name, parent_col = col.references  # type: ignore[misc]
