@@ -14,8 +14,15 @@ from __future__ import annotations
 
 try:
     from . import scoring_entry
-except ImportError:  # run as a standalone file
-    import scoring_entry  # type: ignore[no-redef]
+except ImportError:  # loaded as a file with no parent package (verl's custom_reward_function.path)
+    import importlib.util as _util
+    import os as _os
+
+    _spec = _util.spec_from_file_location("_spider_scoring_bundle_package",
+                                          _os.path.join(_os.path.dirname(_os.path.realpath(__file__)), "bundle_package.py"))
+    _loader = _util.module_from_spec(_spec)  # type: ignore[arg-type]
+    _spec.loader.exec_module(_loader)  # type: ignore[union-attr]
+    scoring_entry = _loader.sibling(__file__, "scoring_entry")
 
 
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs) -> float:

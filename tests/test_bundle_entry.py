@@ -309,3 +309,35 @@ def test_a_query_inside_a_comment_is_never_scored(bundle_env, completion):
         "semicolons-and-comment", "prose-after-the-fence"])
 def test_a_second_statement_is_forbidden_prose_is_not(bundle_env, completion, outcome):
     assert grader.grade(output=completion, expected=GOLD)["outcome"] == outcome
+
+
+# --- loaded by file path, as verl's custom_reward_function.path does ------------------------------
+
+LOAD_BY_PATH = r"""
+import importlib.util, json, sys
+before = set(sys.modules)
+results = {}
+for entry in ("reward", "grader"):
+    spec = importlib.util.spec_from_file_location(f"custom_module_{entry}", sys.argv[1] + f"/{entry}.py")
+    module = importlib.util.module_from_spec(spec)  # no parent package, not in sys.modules: verl's way
+    spec.loader.exec_module(module)
+    gold = "SELECT count(*) FROM Owner"
+    results[entry] = [module.compute_score(solution_str=gold, ground_truth=gold),
+                      module.compute_score(solution_str="SELECT 1", ground_truth=gold)]
+generic = {"verify", "reward", "grader", "scoring_entry", "sql_guard", "bundle_index", "sql_compare"}
+results["generic_names"] = sorted(generic & set(sys.modules))
+results["private"] = sorted({m.split(".")[0] for m in set(sys.modules) - before if m.startswith("_spider_scoring_")})
+print(json.dumps(results))
+"""
+
+
+def test_an_entry_file_loaded_by_path_finds_its_siblings_without_generic_names(sample_bundle, tmp_path):
+    import os
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k != "TRAINER_BUNDLE_ROOT"}
+    done = subprocess.run([sys.executable, "-I", "-c", LOAD_BY_PATH, str(sample_bundle)], capture_output=True,
+                          text=True, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["reward"] == [1.0, 0.0] and result["grader"] == [1.0, 0.0]
+    assert result["generic_names"] == [] and len(result["private"]) == 1  # one private package for both files

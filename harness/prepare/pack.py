@@ -36,6 +36,7 @@ from harness.common.files import atomic_write_bytes, sha256_file
 BUNDLE_MODULES: tuple[str, ...] = (
     "__init__.py",
     "bundle_index.py",
+    "bundle_package.py",
     "gold_results.py",
     "grader.py",
     "reward.py",
@@ -48,6 +49,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "sql_text.py",
     "verify.py",
 )
+NEIGHBOUR_DIR = "data/neighbours"
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold: no build time leaks in
 FILE_MODE = 0o100644  # regular file, rw-r--r--
 
@@ -97,15 +99,25 @@ def file_list(staged: str | os.PathLike) -> tuple[dict[str, Path], list[str]]:
         if unsafe_reason(name) or not name.startswith(DATABASE_DIR + "/"):
             raise PackError(f"index entry for database {db_id!r} names file {entry.get('file')!r}, "
                             f"not under databases/: rebuild the index with `make bundle`")
-        source = _regular_file(staged / name, f"database {db_id!r}")
-        digest = sha256_file(source)
-        if digest != entry.get("sha256"):
-            raise PackError(f"database {db_id!r} at {source} has SHA-256 {digest[:12]}..., the index "
-                            f"records {str(entry.get('sha256'))[:12]}...: rebuild with `make bundle`")
-        entries[name] = source
+        entries[name] = _indexed_file(staged, name, entry, f"database {db_id!r}")
+        for k, neighbour in enumerate(entry.get("neighbours") or []):
+            name = f"data/{neighbour.get('file', '')}"
+            if unsafe_reason(name) or not name.startswith(NEIGHBOUR_DIR + "/"):
+                raise PackError(f"index entry for neighbour {k + 1} of {db_id!r} names file {neighbour.get('file')!r}, "
+                                f"not under neighbours/: rebuild the index with `make bundle`")
+            entries[name] = _indexed_file(staged, name, neighbour, f"neighbour {k + 1} of {db_id!r}")
     left_out = sorted(str(p.relative_to(staged)) for p in staged.rglob("*")
                       if p.is_file() and p.relative_to(staged).as_posix() not in entries)
     return dict(sorted(entries.items())), left_out
+
+
+def _indexed_file(staged: Path, name: str, entry: dict, what: str) -> Path:
+    source = _regular_file(staged / name, what)
+    digest = sha256_file(source)
+    if digest != entry.get("sha256"):
+        raise PackError(f"{what} at {source} has SHA-256 {digest[:12]}..., the index "
+                        f"records {str(entry.get('sha256'))[:12]}...: rebuild with `make bundle`")
+    return source
 
 
 def zip_bytes(entries: dict[str, Path]) -> bytes:

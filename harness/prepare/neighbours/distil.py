@@ -20,7 +20,6 @@ Deterministic: the same original, golds and seed give the same files, byte for b
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import random
 import shutil
 from pathlib import Path
@@ -29,7 +28,7 @@ from bundle import gold_results, sql_compare, sql_guard
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.verify import gold_result
 from harness.prepare.neighbours.fuzz import Fuzzer
-from harness.prepare.neighbours.schema import Schema, read_schema
+from harness.prepare.neighbours.schema import read_schema
 from harness.prepare.neighbours.values import grouped_columns, literals_by_column
 from harness.prepare.neighbours.variants import variants
 
@@ -63,7 +62,8 @@ class Distilled:
     candidates_built: int
 
 
-def _limits() -> Limits:
+def build_limits() -> Limits:
+    """The scorer's limits with the smaller step budgets used while distilling."""
     return DEFAULT_LIMITS.replace(budget_floor_steps=BUILD_STEPS, gold_max_steps=BUILD_STEPS)
 
 
@@ -127,7 +127,7 @@ def _candidate_seed(settings: Settings, db_id: str, index: int) -> str:
 
 def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: Settings = Settings()) -> Distilled:
     """Build, evaluate and choose the neighbours of one database (module docstring)."""
-    limits = _limits()
+    limits = build_limits()
     schema = read_schema(original)
     columns = sorted({c.name for t in schema.tables for c in t.columns})
     literals: dict[str, list] = {}
@@ -143,7 +143,7 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
                                                        for g in golds}
     fuzzer = Fuzzer(schema, literals, grouped=grouped, max_rows=settings.max_rows)
     work.mkdir(parents=True, exist_ok=True)
-    evaluated = [_evaluate(fuzzer, work / f"candidate-{i:03d}.sqlite", random.Random(_candidate_seed(settings, db_id, i)),
+    evaluated = [evaluate(fuzzer, work / f"candidate-{i:03d}.sqlite", random.Random(_candidate_seed(settings, db_id, i)),
                            golds, targets, limits) for i in range(settings.candidates)]
     chosen = _choose(evaluated, golds, settings.max_keep, original, limits)
     files = []
@@ -162,15 +162,18 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
 
 
 @dataclasses.dataclass
-class _Candidate:
+class Candidate:
+    """A candidate neighbour: the golds it may judge (with their results) and what it separates."""
+
     path: Path
     golds: dict[str, gold_results.GoldResult]  # only the golds it may be used for
     separated: set[tuple[str, str]]
     non_empty: set[str]
 
 
-def _evaluate(fuzzer: Fuzzer, path: Path, rng: random.Random, golds: list[str],
-              targets: dict[str, tuple[list[str], list[str]]], limits: Limits) -> _Candidate:
+def evaluate(fuzzer: Fuzzer, path: Path, rng: random.Random, golds: list[str],
+             targets: dict[str, tuple[list[str], list[str]]], limits: Limits) -> Candidate:
+    """Build one candidate at ``path`` and judge every gold and target on it."""
     fuzzer.write(path, rng)
     usable: dict[str, gold_results.GoldResult] = {}
     separated: set[tuple[str, str]] = set()
@@ -187,10 +190,10 @@ def _evaluate(fuzzer: Fuzzer, path: Path, rng: random.Random, golds: list[str],
             if not _same(result, _run(path, target, limits), limits):
                 separated.add((gold, target))
     non_empty = {g for g, r in usable.items() if r.shape.rows}
-    return _Candidate(path, usable, separated, non_empty)
+    return Candidate(path, usable, separated, non_empty)
 
 
-def _choose(candidates: list[_Candidate], golds: list[str], max_keep: int, original: Path,
+def _choose(candidates: list[Candidate], golds: list[str], max_keep: int, original: Path,
             limits: Limits) -> list[int]:
     empty = set()
     for gold in golds:
@@ -217,8 +220,3 @@ def _choose(candidates: list[_Candidate], golds: list[str], max_keep: int, origi
     return chosen
 
 
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-__all__ = ["Distilled", "Settings", "constant_answer", "distil", "sha256_file", "Schema"]
