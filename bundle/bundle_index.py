@@ -116,6 +116,7 @@ class BundleData:
         self._checked: dict[str, str] = {}
         self._lock = threading.Lock()
         self.cache = gold_results.GoldCache()
+        self.neighbour_cache: dict[tuple, tuple] = {}  # (db_id, gold, digits) -> the row's neighbours, built once
 
     # -- databases ---------------------------------------------------------------------------
     def database_path(self, db_id: str) -> str:

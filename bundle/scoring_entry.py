@@ -178,6 +178,17 @@ def score_call(call: RowCall, limits: Limits | None = None, root: str | None = N
 def _neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resolved,
                 limits: Limits) -> tuple[verify_mod.Neighbour, ...]:
     """The row's neighbour databases with the gold's result on each (stored, or run once per process)."""
+    if limits.semantics != "neighbours":
+        return ()
+    key = (resolved.db_id, resolved.gold, limits.float_digits)
+    found_all = data.neighbour_cache.get(key)
+    if found_all is None:
+        found_all = data.neighbour_cache[key] = _load_neighbours(data, resolved, limits)
+    return found_all
+
+
+def _load_neighbours(data: "bundle_index.BundleData", resolved: "bundle_index.Resolved",
+                     limits: Limits) -> tuple["verify_mod.Neighbour", ...]:
     out = []
     for name, path, sha256, stored in data.neighbour_entries(resolved, limits):
         key = (sha256, resolved.gold, limits.float_digits)

@@ -257,27 +257,28 @@ def _fetch(cursor: sqlite3.Cursor, limits: Limits) -> list[tuple]:
     rows: list[tuple] = []
     budget = limits.max_result_bytes
     # While even cells of the largest size allowed could not exceed the byte budget, there is
-    # nothing to count (most results); past that, every string and blob is counted.
+    # nothing to count (most results, fetched in one call); past that, every string and blob is.
     ncols = len(cursor.description or ()) or 1
-    uncounted = budget // (ncols * (8 + limits.max_cell_bytes)) if _CELL_CAPPED else 0
+    uncounted = min(budget // (ncols * (8 + limits.max_cell_bytes)), limits.max_rows + 1) if _CELL_CAPPED else 0
     counted = 0
+    size = max(uncounted, 256)
     while True:
-        chunk = cursor.fetchmany(256)
-        if not chunk:
-            return rows
+        chunk = cursor.fetchmany(size)
         rows.extend(chunk)
         if len(rows) > limits.max_rows:
             raise QueryFailed(OVER_CAP, f"more than {limits.max_rows} rows")
-        if len(rows) <= uncounted:
-            continue
-        for row in rows[counted:]:
-            budget -= 8 * len(row)
-            for value in row:
-                if value.__class__ is str or value.__class__ is bytes:
-                    budget -= len(value)
-        counted = len(rows)
-        if budget < 0:
-            raise QueryFailed(OVER_CAP, f"result larger than {limits.max_result_bytes} bytes")
+        if len(rows) > uncounted:
+            for row in rows[counted:]:
+                budget -= 8 * len(row)
+                for value in row:
+                    if value.__class__ is str or value.__class__ is bytes:
+                        budget -= len(value)
+            counted = len(rows)
+            if budget < 0:
+                raise QueryFailed(OVER_CAP, f"result larger than {limits.max_result_bytes} bytes")
+        if len(chunk) < size:
+            return rows
+        size = 256
 
 
 class _Meter:

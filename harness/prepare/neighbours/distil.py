@@ -44,6 +44,7 @@ class Settings:
     seed: int = 0
     candidates: int = 24
     max_keep: int = 3
+    min_gain: int = 3  # a neighbour is kept only where it separates at least this many more targets
     max_rows: int = 60
     variants_per_gold: int = 400
 
@@ -145,7 +146,7 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
     work.mkdir(parents=True, exist_ok=True)
     evaluated = [evaluate(fuzzer, work / f"candidate-{i:03d}.sqlite", random.Random(_candidate_seed(settings, db_id, i)),
                            golds, targets, limits) for i in range(settings.candidates)]
-    chosen = _choose(evaluated, golds, settings.max_keep, original, limits)
+    chosen = _choose(evaluated, golds, settings, original, limits)
     files = []
     for rank, index in enumerate(chosen):
         dest = work / "kept" / f"{db_id}-{rank + 1}.sqlite"
@@ -193,7 +194,7 @@ def evaluate(fuzzer: Fuzzer, path: Path, rng: random.Random, golds: list[str],
     return Candidate(path, usable, separated, non_empty)
 
 
-def _choose(candidates: list[Candidate], golds: list[str], max_keep: int, original: Path,
+def _choose(candidates: list[Candidate], golds: list[str], settings: Settings, original: Path,
             limits: Limits) -> list[int]:
     empty = set()
     for gold in golds:
@@ -204,8 +205,8 @@ def _choose(candidates: list[Candidate], golds: list[str], max_keep: int, origin
             pass
     covered: set[tuple[str, str]] = set()
     chosen: list[int] = []
-    while len(chosen) < max_keep:
-        best, best_gain = None, 0
+    while len(chosen) < settings.max_keep:
+        best, best_gain = None, settings.min_gain - 1
         for i, candidate in enumerate(candidates):
             if i in chosen:
                 continue
