@@ -187,8 +187,8 @@ def _neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resolved,
     return found_all
 
 
-def _load_neighbours(data: "bundle_index.BundleData", resolved: "bundle_index.Resolved",
-                     limits: Limits) -> tuple["verify_mod.Neighbour", ...]:
+def _load_neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resolved,
+                     limits: Limits) -> tuple[verify_mod.Neighbour, ...]:
     out = []
     for name, path, sha256, stored in data.neighbour_entries(resolved, limits):
         key = (sha256, resolved.gold, limits.float_digits)
