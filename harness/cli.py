@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pipeline": ("harness.commands.pipeline", "write and validate DATA/pipeline.json (base -> SFT -> GRPO, each scored)"),
     "submit": ("harness.commands.submit", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
     "grade": ("harness.commands.grade", "score a stage's completions on the eval split with the bundle zip; write per-row results"),
+    "export": ("harness.commands.export", "write a split as TRL's or verl's dataset rows (JSONL), with db_id hints from the bundle"),
     "report": ("harness.commands.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
     "bench": ("harness.commands.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
     "serve": ("harness.commands.serve", "serve the bundle's grader over HTTP (http: graders) in its container on 127.0.0.1"),

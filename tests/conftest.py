@@ -142,3 +142,27 @@ def prepared_spider(tmp_path_factory, spider_dir) -> Path:
         run_prepare(root / "out", "--databases", str(spider_dir / "database"), "--api-url", api.url,
                     "--cache-dir", str(root / "cache"), *SPIDER_PREPARE_ARGS)
     return root / "out"
+
+
+# -- the trainers' libraries (tests marked integration; `make setup-integration` installs them) ------
+
+def require_modules(*names: str) -> None:
+    """Skip, saying why, when one of the integration libraries is not installed (under CI: fail)."""
+    import importlib.util
+    missing = [n for n in names if importlib.util.find_spec(n) is None]
+    if missing:
+        _unavailable(f"{', '.join(missing)} not installed: `make setup-integration` installs the [integration] "
+                     "group (torch CPU, transformers, trl, verl, ray) into .venv")
+
+
+@pytest.fixture(scope="session")
+def exported_rl(prepared_sample, tmp_path_factory) -> dict[str, Path]:
+    """The sample's rl split exported by `harness export` in both trainer formats: {format: jsonl}."""
+    from harness.cli import main
+    out = tmp_path_factory.mktemp("exported")
+    paths = {}
+    for fmt in ("trl", "verl"):
+        paths[fmt] = out / f"{fmt}.jsonl"
+        if main(["export", "--format", fmt, "--data", str(prepared_sample), "--output", str(paths[fmt])]) != 0:
+            pytest.fail(f"export --format {fmt} failed")
+    return paths

@@ -1,0 +1,67 @@
+"""Split rows in the dataset formats of the trainers' own libraries (TRL, verl).
+
+Each chat row of a split (harness.common.rows) becomes one dataset row:
+
+* **TRL** (conversational prompt format): ``{"prompt": [system, user], "ground_truth": gold,
+  "row_id": ..., "db_id": ...}``. ``GRPOTrainer`` passes every column to the reward function as a
+  list, so the packed bundle's ``reward.trl_reward`` finds the gold in ``ground_truth`` and uses
+  ``row_id`` and ``db_id`` as hints;
+* **verl** (its RL parquet schema): ``{"data_source": "spider", "prompt": [system, user],
+  "ability": "text-to-sql", "reward_model": {"style": "rule", "ground_truth": gold},
+  "extra_info": {"row_id", "db_id", "split", "index"}}``; verl's reward managers call
+  ``compute_score(data_source, solution_str, ground_truth, extra_info)`` with these fields.
+
+``db_id`` comes from the bundle's index (the staged ``bundle/data/index.json``) when given; it is
+only a hint, the bundle also finds the database from the gold and the prompt.
+
+>>> from harness.common.rows import SplitRow
+>>> row = SplitRow("rl-00000", "rl", ({"role": "user", "content": "How many?"},
+...                                    {"role": "assistant", "content": "SELECT count(*) FROM singer"}))
+>>> trl_row(row, {"rl-00000": "concert_singer"})
+{'prompt': [{'role': 'user', 'content': 'How many?'}], 'ground_truth': 'SELECT count(*) FROM singer', 'row_id': 'rl-00000', 'db_id': 'concert_singer'}
+>>> verl_row(row, 0)["reward_model"]
+{'style': 'rule', 'ground_truth': 'SELECT count(*) FROM singer'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from harness.common.rows import SplitRow
+
+FORMATS = ("trl", "verl")
+DATA_SOURCE = "spider"
+
+
+def trl_row(row: SplitRow, db_ids: Mapping[str, str] | None = None) -> dict:
+    """One TRL conversational-prompt row (see the module docstring)."""
+    out = {"prompt": row.prompt, "ground_truth": row.gold, "row_id": row.id}
+    db_id = (db_ids or {}).get(row.id)
+    if db_id:
+        out["db_id"] = db_id
+    return out
+
+
+def verl_row(row: SplitRow, index: int, db_ids: Mapping[str, str] | None = None,
+             data_source: str = DATA_SOURCE) -> dict:
+    """One verl RL row (see the module docstring); ``index`` is the row's position in the file."""
+    extra = {"row_id": row.id, "split": row.split, "index": index}
+    db_id = (db_ids or {}).get(row.id)
+    if db_id:
+        extra["db_id"] = db_id
+    return {"data_source": data_source, "prompt": row.prompt, "ability": "text-to-sql",
+            "reward_model": {"style": "rule", "ground_truth": row.gold}, "extra_info": extra}
+
+
+def trainer_rows(rows: list[SplitRow], fmt: str, db_ids: Mapping[str, str] | None = None) -> list[dict]:
+    """Every row in format ``fmt`` (``trl`` or ``verl``), in split order."""
+    if fmt == "trl":
+        return [trl_row(r, db_ids) for r in rows]
+    if fmt == "verl":
+        return [verl_row(r, i, db_ids) for i, r in enumerate(rows)]
+    raise ValueError(f"unknown trainer format {fmt!r}: one of {', '.join(FORMATS)}")
+
+
+def db_ids_of(index: Mapping) -> dict[str, str]:
+    """row id -> db_id, from a bundle index (``data/index.json``)."""
+    return {str(r.get("id")): str(r.get("db_id")) for r in index.get("rows", []) if r.get("db_id")}

@@ -1,0 +1,65 @@
+"""The packed bundle under TRL's own GRPOTrainer (CPU, no download): its rewards are the bundle's verdicts.
+
+tests/trl_runner.py runs TRL 1.16's ``GRPOTrainer`` for 3 steps (one prompt, 4 sampled completions
+a step) on the sample's rl rows as `harness export --format trl` writes them, with
+``reward.trl_reward`` loaded from the unpacked zip by file path as the reward function. The model
+is a 2-layer Qwen2 built from a config and warmed up on prompt + gold for a few seconds, so that
+some sampled completions are right and some wrong. Then again with extra dataset columns named
+``output``, ``solution_str``, ``completion``, ``response`` holding the gold: a reward that read one
+of them as the completion would pay 1.0 for every wrong completion.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import require_modules
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+RUNNER = Path(__file__).with_name("trl_runner.py")
+
+
+@pytest.fixture(scope="module")
+def trl_report(sample_zip, exported_rl, tmp_path_factory) -> dict:
+    require_modules("torch", "transformers", "trl", "datasets", "tokenizers")
+    out = tmp_path_factory.mktemp("trl") / "report.json"
+    done = subprocess.run([sys.executable, str(RUNNER), str(sample_zip), str(exported_rl["trl"]), str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("variant", ["plain", "extra_columns"])
+def test_the_rewards_trl_computed_are_the_bundles_own_verdicts(trl_report, variant):
+    steps = trl_report["runs"][variant]["steps"]
+    assert len(steps) == 3 and all(len(s["rewards"]) == 4 for s in steps)
+    for step in steps:
+        assert step["rewards"] == step["bundle"], (step["step"], step["texts"])
+        assert step["logged_mean"] == pytest.approx(sum(step["rewards"]) / len(step["rewards"]))
+    every = [r for s in steps for r in s["rewards"]]
+    # right and wrong completions both occur: equality is not the trivial all-zero (or all-one) case
+    assert 0.0 in every and 1.0 in every, every
+
+
+def test_columns_named_like_completions_change_nothing(trl_report):
+    plain, extra = (trl_report["runs"][v] for v in ("plain", "extra_columns"))
+    assert {"output", "solution_str", "response"} <= set(extra["arg_types"])  # TRL did pass them to the reward
+    # the same seed samples the same completions; the rewards stay theirs, not the gold's
+    assert [s["texts"] for s in extra["steps"]] == [s["texts"] for s in plain["steps"]]
+    assert [s["rewards"] for s in extra["steps"]] == [s["rewards"] for s in plain["steps"]]
+
+
+def test_trl_passes_conversational_completions_and_every_column_as_a_list(trl_report):
+    types = trl_report["runs"]["plain"]["arg_types"]
+    assert types["completions"] == "list" and types["completion_item"] == "list"  # a list of one message dict
+    assert types["ground_truth"] == types["row_id"] == types["db_id"] == "list"
+    assert trl_report["versions"]["trl"] == "1.16.0"
+
+
+def test_loading_the_bundle_by_path_puts_no_generic_module_name_in_sys_modules(trl_report):
+    assert trl_report["generic_modules"] == []
