@@ -1,0 +1,1 @@
+"""Ray as the engine for grading at scale (host side; needs the ``[ray]`` extra)."""

@@ -1,0 +1,58 @@
+"""The packed bundle through verl 0.9.1's own reward plumbing: its scores are the bundle's verdicts.
+
+tests/verl_runner.py unpacks nothing itself: it is given the unpacked zip, composes verl's own
+config tree with ``reward.custom_reward_function.path=<unpacked>/reward.py`` (verl's documented
+way) and lets verl load it, with nothing on ``sys.path`` and no environment change. A batch of the
+sample's rl rows (`harness export --format verl`) with mixed responses goes through the legacy and
+the current ``NaiveRewardManager`` and through ``RewardLoopManager``'s Ray actors.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import require_modules
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+RUNNER = Path(__file__).with_name("verl_runner.py")
+
+
+@pytest.fixture(scope="module")
+def verl_report(sample_zip, exported_rl, tmp_path_factory) -> dict:
+    require_modules("torch", "verl", "ray", "hydra", "tokenizers")
+    work = tmp_path_factory.mktemp("verl")
+    folder = work / "unpacked"
+    with zipfile.ZipFile(sample_zip) as z:
+        z.extractall(folder)
+    out = work / "report.json"
+    done = subprocess.run([sys.executable, str(RUNNER), str(folder), str(exported_rl["verl"]), str(out), "rayloop"],
+                          capture_output=True, text=True, timeout=600, cwd=work)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def test_verl_loads_reward_and_grader_by_file_path_with_no_generic_module_names(verl_report):
+    assert verl_report["verl"] == "0.9.1"
+    assert verl_report["loaded"] == {"reward": [1.0, 0.0], "grader": [1.0, 0.0]}  # the gold, then SELECT 1
+    assert verl_report["generic_modules"] == []
+
+
+def test_the_bundles_verdicts_are_mixed(verl_report):
+    assert set(verl_report["bundle"]) == {0.0, 1.0} and len(verl_report["bundle"]) == 17
+
+
+@pytest.mark.parametrize("manager", ["legacy", "current"])
+def test_verls_naive_reward_managers_score_as_the_bundle(verl_report, manager):
+    assert verl_report["managers"][manager] == verl_report["bundle"]
+
+
+def test_verls_reward_loop_ray_workers_score_as_the_bundle(verl_report):
+    ray_loop = verl_report["rayloop"]
+    assert ray_loop["workers"] == [True, True]  # two RewardLoopWorker actors, each loading reward.py by path
+    assert ray_loop["scores"] == verl_report["bundle"]

@@ -1,0 +1,149 @@
+"""The packed bundle through verl 0.9.1's own reward plumbing (CPU, no download).
+
+    python tests/verl_runner.py BUNDLE_FOLDER VERL_ROWS_JSONL OUT_JSON [rayloop]
+
+BUNDLE_FOLDER is the unpacked zip. verl's config tree (``trainer/config/ppo_trainer.yaml``,
+composed by hydra as ``main_ppo`` does) is given ``reward.custom_reward_function.path=
+BUNDLE_FOLDER/reward.py`` (and ``grader.py``) with ``name=compute_score``, and verl's own
+``get_custom_reward_fn`` loads it. A batch (verl's ``DataProto``, as rollout hands it over) of the
+rows with mixed responses (the gold, ``SELECT 1``, a wrong query) is scored by the legacy
+``NaiveRewardManager``, by the current one from ``load_reward_manager``, and with ``rayloop`` by
+``RewardLoopManager``, whose ``RewardLoopWorker`` Ray actors load the reward by the same path in
+their own processes (a local Ray instance on loopback, harness.raygrade.env). OUT_JSON gets every
+score and the bundle's own verdicts (``grader.compute_score`` called directly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+
+for name, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
+                    "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1"}.items():
+    os.environ[name] = value
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trl_runner import build_tokenizer, load_file  # noqa: E402
+
+from harness.raygrade.env import loopback_env, ray_environment  # noqa: E402
+
+# Ray reads its settings when imported (verl imports it): the loopback environment goes first.
+os.environ.update(loopback_env())
+
+GENERIC = ("verify", "reward", "grader", "scoring_entry", "sql_guard", "bundle_index")
+
+
+def reward_config(path: str, extra: list[str] = ()):
+    import verl
+    from hydra import compose, initialize_config_dir
+    folder = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    overrides = [f"reward.custom_reward_function.path={path}", "reward.custom_reward_function.name=compute_score"]
+    with initialize_config_dir(config_dir=folder, version_base=None):
+        return compose(config_name="ppo_trainer", overrides=overrides + list(extra))
+
+
+def responses(rows):
+    """Row i: the gold, ``SELECT 1`` or a wrong query on the row's tables (the gold's last word cut)."""
+    out = []
+    for i, row in enumerate(rows):
+        gold = row["reward_model"]["ground_truth"]
+        out.append([gold, "SELECT 1", gold.rsplit(" ", 1)[0] + " LIMIT 0"][i % 3])
+    return out
+
+
+def batch(tokenizer, rows, texts):
+    """A DataProto like the one verl's trainer hands a reward manager after rollout."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    P, R = 192, 96
+    prompts, resp, attn = [], [], []
+    for row, text in zip(rows, texts):
+        p_ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
+        p_ids = list(p_ids["input_ids"] if hasattr(p_ids, "keys") else p_ids)[-P:]
+        r_ids = tokenizer(text, add_special_tokens=False)["input_ids"][: R - 1] + [tokenizer.eos_token_id]
+        pad = tokenizer.pad_token_id
+        prompts.append([pad] * (P - len(p_ids)) + p_ids)
+        resp.append(r_ids + [pad] * (R - len(r_ids)))
+        attn.append([0] * (P - len(p_ids)) + [1] * len(p_ids) + [1] * len(r_ids) + [0] * (R - len(r_ids)))
+    prompts_t, resp_t, attn_t = torch.tensor(prompts), torch.tensor(resp), torch.tensor(attn)
+    return DataProto.from_dict(
+        tensors={"prompts": prompts_t, "responses": resp_t, "attention_mask": attn_t,
+                 "input_ids": torch.cat([prompts_t, resp_t], dim=1),
+                 "position_ids": torch.clamp(attn_t.cumsum(-1) - 1, min=0)},
+        non_tensors={key: np.array([r[key] for r in rows], dtype=object)
+                     for key in ("data_source", "reward_model", "extra_info")})
+
+
+def managers(tokenizer, rows, texts, path):
+    from verl.trainer.ppo.reward import get_custom_reward_fn, load_reward_manager
+    from verl.workers.reward_manager.naive import NaiveRewardManager as LegacyNaive
+    cfg = reward_config(path)
+    legacy = LegacyNaive(tokenizer=tokenizer, num_examine=0, compute_score=get_custom_reward_fn(cfg))
+    legacy_scores = legacy(batch(tokenizer, rows, texts), return_dict=True)["reward_tensor"].sum(-1).tolist()
+    current = load_reward_manager(cfg, tokenizer)
+    data = batch(tokenizer, rows, texts)
+
+    async def run_all():
+        return await asyncio.gather(*[current.run_single(data[i:i + 1]) for i in range(len(data))])
+    current_scores = [r["reward_score"] for r in current.loop.run_until_complete(run_all())]
+    return {"legacy": legacy_scores, "current": current_scores, "current_class": type(current).__name__}
+
+
+def rayloop(tokenizer, rows, texts, path, work):
+    import ray
+    from verl.experimental.reward_loop import RewardLoopManager
+    tok_dir = os.path.join(work, "tokenizer")
+    tokenizer.save_pretrained(tok_dir)
+    with ray_environment(None):
+        t = time.perf_counter()
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
+                 runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}})
+        started = time.perf_counter() - t
+        try:
+            mgr = RewardLoopManager(reward_config(path, [f"actor_rollout_ref.model.path={tok_dir}", "reward.num_workers=2"]))
+            out = mgr.compute_rm_score(batch(tokenizer, rows, texts))
+            scores = out.batch["rm_scores"].sum(-1).tolist()
+            workers = [ray.get_actor(f"reward_loop_worker_{i}") is not None for i in range(2)]
+        finally:
+            ray.shutdown()
+    return {"scores": scores, "workers": workers, "ray_init_s": round(started, 1)}
+
+
+def main() -> None:
+    folder, rows_path, out_path = sys.argv[1:4]
+    modes = sys.argv[4:]
+    t0 = time.perf_counter()
+    import verl
+    rows = [json.loads(line) for line in open(rows_path, encoding="utf-8")]
+    texts = responses(rows)
+    tokenizer = build_tokenizer([m["content"] for r in rows for m in r["prompt"]] + texts)
+    report = {"verl": verl.__version__, "loaded": {}}
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    for module in ("reward", "grader"):
+        fn = get_custom_reward_fn(reward_config(os.path.join(folder, f"{module}.py")))
+        gold = rows[0]["reward_model"]["ground_truth"]
+        report["loaded"][module] = [fn(data_source="spider", solution_str=s, ground_truth=gold) for s in (gold, "SELECT 1")]
+    report["generic_modules"] = sorted(m for m in GENERIC if m in sys.modules)
+    grader = load_file(os.path.join(folder, "grader.py"), "own_grader")
+    report["bundle"] = [grader.compute_score(data_source=r["data_source"], solution_str=s,
+                                             ground_truth=r["reward_model"]["ground_truth"], extra_info=r["extra_info"])
+                        for r, s in zip(rows, texts)]
+    path = os.path.join(folder, "reward.py")
+    t = time.perf_counter()
+    report["managers"] = managers(tokenizer, rows, texts, path)
+    report["managers_s"] = round(time.perf_counter() - t, 1)
+    if "rayloop" in modes:
+        t = time.perf_counter()
+        report["rayloop"] = rayloop(tokenizer, rows, texts, path, tempfile.mkdtemp(prefix="verl-run-"))
+        report["rayloop_s"] = round(time.perf_counter() - t, 1)
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
