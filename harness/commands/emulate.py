@@ -7,12 +7,14 @@ Reward mode prints one line per GRPO step (reward mean, share zero / full, outco
 throughput; grader mode runs the one grading path (harness.emulator.grader_job, the same as
 `grade`), prints the evaluation summary and writes per-row results to ``DATA/results/STAGE.jsonl``.
 Both run in the locked-down trainer container unless ``--in-process``; both exit 1 when a call
-crashed or returned no score.
+crashed or returned no score. ``emulate grader --ray ADDRESS`` runs the grader job on Ray workers
+instead (harness.raygrade.backend; on the host, each worker loading the zip as the trainer does).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from harness.commands import options
@@ -22,6 +24,7 @@ from harness.common.layout import Prepared, require
 from harness.common.results import RowResult, write_results
 from harness.containers import trainer
 from harness.emulator import main as emulator_main
+from harness.raygrade import backend
 
 EMULATED_STAGE = "emulated"
 
@@ -42,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"grader: the stage the results are for (default: {EMULATED_STAGE})")
     options.add_output(parser, "grader: the per-row results file (default: DATA/results/STAGE.jsonl)")
     parser.add_argument("--in-process", action="store_true", help="run here, without Docker")
+    options.add_ray(parser)
     options.add_base_image(parser)
     options.add_container_timeout(parser)
 
@@ -67,7 +71,14 @@ def run(args: argparse.Namespace) -> int:
     if args.completions is not None:
         require(args.completions, "the completions file")
     summary = bundle_zip.summarize(zip_path)
-    if args.in_process:
+    ray = options.ray_options_of(args)
+    if ray is not None and args.mode == "reward":
+        raise InputError("--ray is for the grader job (emulate grader); the reward job runs in one process")
+    if ray is not None:
+        document = backend.job_grader(zip_path, prepared, args.completions, function=args.function or "grader",
+                                      options=ray, say=lambda line: print(line, flush=True), progress_stream=sys.stderr)
+        where = options.ray_line(document["ray"])
+    elif args.in_process:
         parsed = emulator_main.build_parser().parse_args(_job(args, zip_path, prepared.root, args.completions))
         document = emulator_main.run_job(parsed, lambda line: print(line, flush=True))
         where = "in-process"

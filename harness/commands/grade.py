@@ -1,6 +1,7 @@
 """`grade`: score a file of model completions on the eval split with the bundle zip, in this process.
 
     python3 -m harness grade --stage sft [--data out] [--zip ZIP] [--completions FILE] [--output FILE]
+                             [--ray auto|HOST:PORT [--ray-workers N] [--ray-shard-rows N]]
 
 Reads ``DATA/data/eval.jsonl`` and the stage's completions (default ``DATA/completions/STAGE.jsonl``;
 harness.common.completions says which line shapes are read, one completion per row), loads the zip
@@ -8,7 +9,8 @@ as the trainer does and runs the one grading path (harness.emulator.grader_job, 
 `emulate grader`): its ``grader`` once per row with the envelope. Writes per-row results
 (harness.common.results) to ``DATA/results/STAGE.jsonl``. An eval split that is not the one the
 bundle was built with is refused; a row the bundle cannot score is kept with score null and its
-error, never a 0.
+error, never a 0. With ``--ray`` the same path runs sharded over Ray workers
+(harness.raygrade.backend), with the same results in the same order.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from harness.commands import options
 from harness.common.layout import Prepared, require
 from harness.common.results import RowResult, write_results
 from harness.emulator.main import job_grader
+from harness.raygrade import backend
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--completions", type=Path, metavar="FILE",
                         help="one model completion per eval row (default: DATA/completions/STAGE.jsonl)")
     options.add_output(parser, "the per-row results file to write (default: DATA/results/STAGE.jsonl)")
+    options.add_ray(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +41,12 @@ def run(args: argparse.Namespace) -> int:
     require(prepared.split("eval"), "the eval split")
     zip_path = require(options.zip_of(args), "the bundle zip")
     completions = require(args.completions or prepared.completions(args.stage), f"the {args.stage} completions")
-    document = job_grader(zip_path, prepared, completions)
+    ray = options.ray_options_of(args)
+    if ray is None:
+        document = job_grader(zip_path, prepared, completions)
+    else:
+        document = backend.job_grader(zip_path, prepared, completions, options=ray, progress_stream=sys.stderr)
+        print(options.ray_line(document["ray"]))
     results = [RowResult(**r) for r in document["results"]]
     target = args.output or prepared.results(args.stage)
     write_results(target, results)

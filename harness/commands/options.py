@@ -5,7 +5,8 @@
 * ``--zip ZIP``: the bundle zip, an input (default ``DATA/spider-scoring.zip``, where ``pack`` writes it);
 * ``--threads N``: threads in this process; ``--workers N`` (the service) counts processes;
 * ``--base-image IMAGE``: what the container images are built on;
-* ``--json FILE``: also write the command's figures or report as JSON.
+* ``--json FILE``: also write the command's figures or report as JSON;
+* ``--ray ADDRESS`` (``auto`` or ``HOST:PORT``), ``--ray-workers N``, ``--ray-shard-rows N``: grade on Ray.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.common.errors import InputError
 from harness.common.layout import DEFAULT_DATA, ZIP_NAME, Prepared
 from harness.containers.trainer import DEFAULT_BASE_IMAGE, PUBLIC_BASE_IMAGE
+from harness.raygrade.backend import RayOptions
 
 
 def add_data(parser: argparse.ArgumentParser) -> None:
@@ -55,3 +58,31 @@ def add_container_timeout(parser: argparse.ArgumentParser) -> None:
 
 def add_json(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--json", type=Path, metavar="FILE", help=f"also write {what} as JSON to FILE")
+
+
+def add_ray(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ray", metavar="ADDRESS",
+                        help="grade on Ray: `auto` starts a local Ray instance for the run, HOST:PORT joins a running "
+                             "cluster (needs the [ray] extra; docs/grading.md, Ray)")
+    parser.add_argument("--ray-workers", type=int, metavar="N",
+                        help="with --ray: worker processes, one CPU each (default: the CPUs Ray has)")
+    parser.add_argument("--ray-shard-rows", type=int, metavar="N",
+                        help="with --ray: rows a worker grades per call (default: the rows over 4 shards a worker, at most 64)")
+
+
+def ray_options_of(args: argparse.Namespace) -> RayOptions | None:
+    """The Ray options given (None: the local backend); InputError for a Ray flag without ``--ray``."""
+    if args.ray is None:
+        if args.ray_workers is not None or args.ray_shard_rows is not None:
+            raise InputError("--ray-workers and --ray-shard-rows go with --ray ADDRESS (e.g. --ray auto)")
+        return None
+    return RayOptions(args.ray, args.ray_workers, args.ray_shard_rows).check()
+
+
+def ray_line(figures: dict) -> str:
+    """What a Ray run did, in one line."""
+    retried = f", {figures['retried']} retried" if figures["retried"] else ""
+    lost = f", {figures['given_up']} given up (rows unscored)" if figures["given_up"] else ""
+    return (f"ray ({figures['address']}): {figures['workers']} workers in {figures['processes']} processes on "
+            f"{len(figures['nodes'])} node(s), {figures['shards']} shards{retried}{lost}; start {figures['start_s']:.1f} s, "
+            f"grading {figures['grade_s']:.1f} s")

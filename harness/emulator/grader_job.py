@@ -40,10 +40,24 @@ def check_rows(rows: list[SplitRow], index: dict) -> None:
 def grade_split(loaded: LoadedBundle, rows: list[SplitRow], completions: list[str], *, function: str = "grader",
                 say: Callable[[str], None] = lambda line: None) -> list[RowResult]:
     """One trainer call per eval row, in row order; a RowResult each."""
+    check_inputs(loaded.index(), rows, completions)
+    results = grade_rows(loaded, rows, completions, function=function)
+    say(grader_summary(results)["line"])
+    return results
+
+
+def check_inputs(index: dict, rows: list[SplitRow], completions: list[str]) -> None:
+    """InputError unless there is one completion per row and the rows are the bundle's eval rows."""
     if len(completions) != len(rows):
         raise InputError(f"{len(completions)} completions for {len(rows)} eval rows; give one per row")
-    index = loaded.index()
     check_rows(rows, index)
+
+
+def grade_rows(loaded: LoadedBundle, rows: list[SplitRow], completions: list[str], *,
+               function: str = "grader") -> list[RowResult]:
+    """The calls themselves, for rows already checked (``check_inputs``): any run of eval rows, so a
+    backend can grade shards of the split in several processes and put them back in order."""
+    index = loaded.index()
     fn = loaded.function(function)
     detail_fn = getattr(loaded.module(function.partition(":")[0]), "grade", None)
     counts, reset = counters(loaded)
@@ -61,7 +75,6 @@ def grade_split(loaded: LoadedBundle, rows: list[SplitRow], completions: list[st
                 outcome, detail, sql = _details(detail_fn, kwargs, call.score, outcome)
         results.append(RowResult(row.id, db_of.get(row.id, ""), row.question, row.gold, completion, sql, call.score,
                                  outcome or "crash", detail))
-    say(grader_summary(results)["line"])
     return results
 
 

@@ -1,0 +1,68 @@
+"""The Ray worker's side of `grade --ray`: the zip unpacked and imported once per process, shards graded.
+
+A ``ShardGrader`` is an ordinary class; the driver (harness.raygrade.backend) makes it a Ray actor,
+one process each. On its first shard it fetches the zip from the object store (the driver put it
+there once), unpacks and imports it as the trainer does (harness.common.bundle_loader) and keeps it
+for the process's life; every shard is then the one grading path's calls
+(harness.emulator.grader_job.grade_rows) on those rows, so a row gets the same RowResult as on the
+local backend.
+
+>>> grader = ShardGrader([b"not fetched until the first shard"], "0" * 64, "grader")
+>>> grader.loads, grader.loaded is None
+(0, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from harness.common.bundle_loader import LoadedBundle, load_bundle
+from harness.common.rows import SplitRow
+from harness.emulator.grader_job import grade_rows
+
+
+class ShardGrader:
+    """Grades shards of eval rows with one bundle zip, loaded once in this process."""
+
+    def __init__(self, zip_holder: list, sha256: str, function: str) -> None:
+        self._holder = zip_holder  # [ObjectRef]: a ref inside a list is not fetched until asked for
+        self.sha256 = sha256
+        self.function = function
+        self.loaded: LoadedBundle | None = None
+        self.loads = 0
+        self._work: str | None = None
+
+    def _bundle(self) -> LoadedBundle:
+        if self.loaded is None:
+            import ray
+            data = self._holder[0] if isinstance(self._holder[0], bytes) else ray.get(self._holder[0])
+            self._work = tempfile.mkdtemp(prefix="ray-grade-")
+            zip_path = Path(self._work) / "bundle.zip"
+            zip_path.write_bytes(data)
+            self.loaded = load_bundle(zip_path, self._work)
+            if self.loaded.sha256 != self.sha256:
+                raise RuntimeError(f"the zip fetched from the object store has SHA-256 {self.loaded.sha256}, "
+                                   f"not {self.sha256}: the object store returned another object")
+            self.loads += 1
+        return self.loaded
+
+    def grade(self, shard: int, rows: list[SplitRow], completions: list[str]) -> dict:
+        """The shard's RowResults (as dicts), with where it ran."""
+        import ray
+        fresh = self.loaded is None
+        results = grade_rows(self._bundle(), rows, completions, function=self.function)
+        return {"shard": shard, "results": [dataclasses.asdict(r) for r in results], "pid": os.getpid(),
+                "node": ray.get_runtime_context().get_node_id(), "unpacked": fresh}
+
+    def close(self) -> int:
+        """Remove the unpacked copy; the process's pid."""
+        if self.loaded is not None:
+            self.loaded.close()
+            self.loaded = None
+        if self._work:
+            shutil.rmtree(self._work, ignore_errors=True)
+        return os.getpid()
