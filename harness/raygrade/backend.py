@@ -77,10 +77,10 @@ def connect(ray: Any, options: RayOptions, imported_before: bool) -> None:
     if options.address == "auto":
         path = os.pathsep.join(p for p in (str(Path(source).parent), os.environ.get("PYTHONPATH")) if p)
         ray.init(address="local", num_cpus=options.workers or os.cpu_count() or 1, include_dashboard=False,
-                 log_to_driver=False, _node_ip_address="127.0.0.1", runtime_env={"env_vars": {"PYTHONPATH": path}})
+                 log_to_driver=False, configure_logging=False, _node_ip_address="127.0.0.1", runtime_env={"env_vars": {"PYTHONPATH": path}})
         return
     try:
-        ray.init(address=options.address, log_to_driver=False, runtime_env={"py_modules": [source]})
+        ray.init(address=options.address, log_to_driver=False, configure_logging=False, runtime_env={"py_modules": [source]})
     except ConnectionError as exc:
         raise HarnessError(f"cannot join the Ray cluster at {options.address} ({exc}): start it with "
                            "`ray start --head` there, or use --ray auto") from None
@@ -107,7 +107,7 @@ def grade_split_ray(zip_path: Path, rows: list[SplitRow], completions: list[str]
             figures["start_s"] = time.monotonic() - started
             workers = options.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
             holder = [ray.put(zip_bytes)]
-            actor = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(ShardGrader)
+            actor = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0, scheduling_strategy="SPREAD")(ShardGrader)
             shards = plan_shards(len(rows), workers, options.shard_rows)
             progress = Progress(len(rows), len(shards), workers, progress_stream)
             began = time.monotonic()

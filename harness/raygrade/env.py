@@ -8,8 +8,9 @@ it) and restored afterwards:
 * usage statistics off, and their report address a dead loopback port;
 * HTTP(S) proxies pointed at a dead loopback port, with every loopback address exempt, so that any
   HTTP request to another address fails at once instead of leaving the machine;
-* token authentication with a fresh random token (unless ``RAY_AUTH_TOKEN`` is set), kept in the
-  environment rather than in ``~/.ray/auth_token``.
+* token authentication with a random token (unless ``RAY_AUTH_TOKEN`` is set), kept in the
+  environment rather than in ``~/.ray/auth_token``; one per process, since Ray keeps the first token
+  it read for the process's later sessions.
 
 Joining a cluster on other addresses (``--ray HOST:PORT``) sets only the first item: proxies would
 break the cluster's own traffic, and its token is the cluster's (``RAY_AUTH_TOKEN``), not ours.
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 
 DEAD_PORT = "http://127.0.0.1:9"  # discard: nothing listens there
 LOOPBACK = "localhost,127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,::1"
+_TOKEN = secrets.token_hex(32)
 PRIVACY = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_REPORT_URL": f"{DEAD_PORT}/"}
 
 
@@ -40,7 +42,7 @@ def loopback_env(token: str | None = None) -> dict[str, str]:
         env[name] = DEAD_PORT
     env["no_proxy"] = env["NO_PROXY"] = LOOPBACK
     env["RAY_AUTH_MODE"] = "token"
-    env["RAY_AUTH_TOKEN"] = token or os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
+    env["RAY_AUTH_TOKEN"] = token or os.environ.get("RAY_AUTH_TOKEN") or _TOKEN
     return env
 
 

@@ -1,0 +1,157 @@
+"""For the Ray tests: a bundle zip with a trap-door scoring module, and a Ray cluster on loopback.
+
+``trapdoor_zip`` adds ``trapdoor.py`` to a bundle zip: its ``compute_score`` scores as the grader
+does, except for completions naming a trap, which it springs in the process that runs it:
+
+* ``TRAP die-once MARKER``: the first time (MARKER absent) the process exits at once (a crash);
+* ``TRAP die-always``: the process exits every time;
+* ``TRAP kill-node-once MARKER``: the first time, SIGKILL to the process's raylet (its node dies);
+* ``TRAP gold-error``: the bundle's typed GoldQueryError (the row is unscored);
+* ``TRAP crash``: a plain RuntimeError (a crash of the bundle: outcome ``crash``).
+
+``RayCluster`` starts a head and worker nodes with ``ray start --block`` on 127.0.0.2, .3, .4...
+one after another with fixed ports (nodes racing for ports fail), each in its own session, and stops
+them by SIGTERM to the recorded pids, then SIGKILL to anything left in their sessions, never
+``ray stop`` (which stops every Ray process on the machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from harness.raygrade.env import loopback_env
+
+TRAPDOOR = '''"""Test-only scoring module: the grader's score, or a trap the completion names (tests/ray_helpers.py)."""
+import os
+import signal
+
+from . import grader
+from .scoring_errors import GoldQueryError
+
+
+def _spring(text):
+    words = str(text or "").split()
+    if len(words) < 2 or words[0] != "TRAP":
+        return
+    trap, marker = words[1], (words[2] if len(words) > 2 else "")
+    if trap in ("die-once", "kill-node-once"):
+        if os.path.exists(marker):
+            return
+        open(marker, "w").close()
+    if trap in ("die-once", "die-always"):
+        os._exit(3)
+    if trap == "kill-node-once":
+        os.kill(os.getppid(), signal.SIGKILL)
+        os._exit(3)
+    if trap == "gold-error":
+        raise GoldQueryError("trap: the gold failed")
+    if trap == "crash":
+        raise RuntimeError("trap: a bug")
+
+
+def compute_score(**kwargs):
+    _spring(kwargs.get("output"))
+    return grader.compute_score(**kwargs)
+
+
+def grade(**kwargs):
+    return grader.grade(**kwargs)
+'''
+
+
+def trapdoor_zip(source: Path, target: Path) -> Path:
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info, src.read(info.filename))
+        dst.writestr("trapdoor.py", TRAPDOOR)
+    return target
+
+
+def ports(base: int) -> list[str]:
+    return [f"--node-manager-port={base}", f"--object-manager-port={base + 1}", f"--metrics-export-port={base + 2}",
+            f"--dashboard-agent-grpc-port={base + 3}", f"--dashboard-agent-listen-port={base + 4}",
+            f"--runtime-env-agent-port={base + 5}", f"--min-worker-port={base + 10}", f"--max-worker-port={base + 60}"]
+
+
+class RayCluster:
+    """A head (no CPUs: work goes to the workers) and ``workers`` nodes of ``cpus`` CPUs on loopback."""
+
+    def __init__(self, temp: Path, workers: int = 2, cpus: int = 2, port: int = 6390) -> None:
+        self.temp, self.workers, self.cpus, self.port = temp, workers, cpus, port
+        self.address = f"127.0.0.2:{port}"
+        self.env = dict(os.environ, **loopback_env())
+        self.nodes: dict[str, subprocess.Popen] = {}  # node ip -> its `ray start --block`
+        self.ray = str(Path(sys.executable).with_name("ray"))
+
+    def _start(self, ip: str, args: list[str], base: int) -> None:
+        log = open(self.temp / f"node-{ip}.log", "w")
+        self.nodes[ip] = subprocess.Popen([self.ray, "start", "--block", f"--node-ip-address={ip}",
+                                           "--disable-usage-stats", *args, *ports(base)],
+                                          env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def alive(self) -> int:
+        probe = ("import ray, sys; ray.init(address=sys.argv[1], log_to_driver=False); "
+                 "print(sum(1 for n in ray.nodes() if n['Alive']))")
+        done = subprocess.run([sys.executable, "-c", probe, self.address], env=self.env, capture_output=True,
+                              text=True, timeout=60)
+        lines = done.stdout.split()
+        return int(lines[-1]) if done.returncode == 0 and lines else 0
+
+    def wait_for(self, count: int, timeout_s: float = 90) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.alive() != count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{count} Ray nodes not alive after {timeout_s} s; logs in {self.temp}")
+            time.sleep(0.5)
+
+    def start(self) -> RayCluster:
+        self._start("127.0.0.2", ["--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=false",
+                                  f"--temp-dir={self.temp / 'ray'}"], self.port + 10)
+        self.wait_for(1)
+        for i in range(self.workers):
+            self._start(f"127.0.0.{3 + i}", [f"--address={self.address}", f"--num-cpus={self.cpus}"],
+                        self.port + 110 + 100 * i)
+            self.wait_for(2 + i)
+        return self
+
+    def sessions(self) -> dict[int, str]:
+        """pid -> command line of every live process in the nodes' sessions."""
+        ids = {p.pid for p in self.nodes.values()}
+        out = subprocess.run(["ps", "-eo", "pid=,sid=,args="], capture_output=True, text=True).stdout
+        found = {}
+        for line in out.splitlines():
+            pid, sid, args = line.split(None, 2) + [""] * (3 - len(line.split(None, 2)))
+            if int(sid) in ids and "ps -eo" not in args:
+                found[int(pid)] = args
+        return found
+
+    def stop(self) -> dict[int, str]:
+        """SIGTERM each node (workers first), wait, SIGKILL what is left in their sessions; what was left."""
+        for ip in sorted(self.nodes, reverse=True):
+            if self.nodes[ip].poll() is None:
+                self.nodes[ip].send_signal(signal.SIGTERM)
+        for proc in self.nodes.values():
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        deadline = time.monotonic() + 20
+        while self.sessions() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = self.sessions()
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return left
+
+    def describe(self) -> str:
+        return json.dumps({ip: p.poll() for ip, p in self.nodes.items()})
