@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -85,6 +87,7 @@ class RayCluster:
 
     def __init__(self, temp: Path, workers: int = 2, cpus: int = 2, port: int = 6390) -> None:
         self.temp, self.workers, self.cpus, self.port = temp, workers, cpus, port
+        self.ray_temp = Path(tempfile.mkdtemp(prefix="rc-", dir="/tmp"))  # Ray's sockets: paths under 108 bytes
         self.address = f"127.0.0.2:{port}"
         self.env = dict(os.environ, **loopback_env())
         self.nodes: dict[str, subprocess.Popen] = {}  # node ip -> its `ray start --block`
@@ -113,7 +116,7 @@ class RayCluster:
 
     def start(self) -> RayCluster:
         self._start("127.0.0.2", ["--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=false",
-                                  f"--temp-dir={self.temp / 'ray'}"], self.port + 10)
+                                  f"--temp-dir={self.ray_temp}"], self.port + 10)
         self.wait_for(1)
         for i in range(self.workers):
             self._start(f"127.0.0.{3 + i}", [f"--address={self.address}", f"--num-cpus={self.cpus}"],
@@ -151,6 +154,7 @@ class RayCluster:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        shutil.rmtree(self.ray_temp, ignore_errors=True)
         return left
 
     def describe(self) -> str:
