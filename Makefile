@@ -31,7 +31,7 @@ BUNDLE_SOURCES := $(wildcard bundle/*.py)
 PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/common/*.py)
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-.PHONY: help setup demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader service-image serve loadtest docs lint
+.PHONY: help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader service-image serve loadtest docs lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
@@ -45,14 +45,28 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed ## create .venv and install the harness with its test tools
 
+# The trainers' libraries for the integration tests (about 2 GB, torch's CPU build; docs/integrations.md),
+# and Ray alone for `grade --ray`.
+$(VENV)/.integration: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test,integration]'
+	touch $@
+
+$(VENV)/.ray: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test,ray]'
+	touch $@
+
+setup-integration: $(VENV)/.integration ## install the [integration] group into .venv: torch 2.13 CPU, transformers, TRL, verl, Ray (the integration tests need it)
+
+setup-ray: $(VENV)/.ray ## install Ray into .venv (the [ray] extra), for `grade --ray`
+
 test: setup ## run the whole test suite, type check, lint and docs build (docker tests skip, with the reason, where no engine is reachable)
 	$(PY) -m mypy
 	$(PY) -m ruff check
 	$(PY) -m mkdocs build --strict --site-dir $(VENV)/site
 	BASE_IMAGE=$(BASE_IMAGE) SPIDER_DATA=$(SPIDER_DATA) $(PY) -m pytest -n auto -q $(PYTEST_ARGS)
 
-test-fast: setup ## the suite without slow, docker and real-data tests
-	$(PY) -m pytest -n auto -q -m "not slow and not docker and not real_data" $(PYTEST_ARGS)
+test-fast: setup ## the suite without slow, docker, real-data and integration tests
+	$(PY) -m pytest -n auto -q -m "not slow and not docker and not real_data and not integration" $(PYTEST_ARGS)
 
 lint: setup ## type check (mypy) and lint (ruff) bundle/, harness/ and tests/
 	$(PY) -m mypy
@@ -72,6 +86,9 @@ demo: setup ## the main job on the embedded sample, offline: prepare, pack, veri
 
 bench: setup ## print the scorer's benchmark figures on real Spider dev pairs (SPIDER_DATA=DIR)
 	$(HARNESS) bench $(if $(SPIDER_DATA),--spider $(SPIDER_DATA))
+
+bench-ray: setup-ray ## print grading throughput on real Spider dev pairs: local backend, Ray with 1 and 2 workers, Ray's start-up cost (SPIDER_DATA=DIR)
+	$(HARNESS) bench-ray $(if $(SPIDER_DATA),--spider $(SPIDER_DATA))
 
 # --- the prepared folder: splits and staged bundle -------------------------------------------------
 # $(PREPARED_FROM) holds the prepare flags the folder was made from; it is rewritten only when they

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("harness.commands.export", "write a split as TRL's or verl's dataset rows (JSONL), with db_id hints from the bundle"),
     "report": ("harness.commands.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
     "bench": ("harness.commands.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
+    "bench-ray": ("harness.commands.bench_ray", "grading throughput on real Spider dev pairs: the local backend, Ray with 1 and 2 workers"),
     "serve": ("harness.commands.serve", "serve the bundle's grader over HTTP (http: graders) in its container on 127.0.0.1"),
     "service-image": ("harness.commands.images", "build (once per input change) the grader service's container image"),
     "loadtest": ("harness.commands.loadtest", "load-test the grader service over loopback: throughput, p50/p99, answers, worker memory"),

@@ -57,7 +57,8 @@ CONTEXTS = {
     "emulator": (True, [], ["harness.emulator"], set(), {"harness.common", "harness.emulator"}),
     "prepare": (True, [], ["harness.prepare"], {"bundle"}, {"harness.common", "harness.prepare"}),
     "service": (True, SERVICE_PATHS, ["harness.service"], SERVICE_TOPS, {"harness.common", "harness.service"}),
-    "host": (False, [], ["harness.commands", "harness.containers", "harness.report", "harness.submit", "harness.loadtest"],
+    "host": (False, [], ["harness.commands", "harness.containers", "harness.report", "harness.submit", "harness.loadtest",
+                       "harness.raygrade"],
              None, None),
 }
 

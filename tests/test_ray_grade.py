@@ -8,6 +8,7 @@ rest starts a private local Ray instance (``--ray auto``) per run and needs the 
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 
@@ -156,3 +157,15 @@ def test_a_bad_function_is_refused_by_the_driver_before_ray_starts(ray_installed
     with pytest.raises(InputError, match="no module 'nothere'"):
         grade_split_ray(sample_zip, rows, completions, function="nothere", options=RayOptions(workers=1))
 
+
+
+@pytest.mark.integration
+@pytest.mark.real_data
+@pytest.mark.slow
+def test_the_ray_benchmark_prints_its_figures_on_real_dev_pairs(ray_installed, spider_dir, tmp_path, capsys):
+    assert main(["bench-ray", "--spider", str(spider_dir), "--pairs", "60", "--json", str(tmp_path / "f.json")]) == 0
+    out = capsys.readouterr().out
+    assert "60 dev rows" in out and "local backend:" in out and "Ray's fixed cost here" in out
+    assert "ray, 1 worker(s):" in out and "ray, 2 worker(s):" in out
+    figures = json.loads((tmp_path / "f.json").read_text())
+    assert figures["ray_2"]["processes"] == 2 and figures["ray_1"]["processes"] == 1

@@ -26,9 +26,8 @@ for name, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_M
                     "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1"}.items():
     os.environ[name] = value
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from trl_runner import build_tokenizer, load_file  # noqa: E402
-
 from harness.raygrade.env import loopback_env, ray_environment  # noqa: E402
+from trl_runner import build_tokenizer, load_file  # noqa: E402
 
 # Ray reads its settings when imported (verl imports it): the loopback environment goes first.
 os.environ.update(loopback_env())

@@ -71,7 +71,7 @@ def import_ray() -> Any:
 def connect(ray: Any, options: RayOptions, imported_before: bool) -> None:
     """ray.init for the options (inside ray_environment, which set the variables Ray reads)."""
     if imported_before:  # Ray read its settings when first imported: let it read the variables again
-        from ray._raylet import Config
+        from ray._raylet import Config  # type: ignore[attr-defined]
         Config.initialize("")
     source = str(Path(harness.__file__).resolve().parent)
     if options.address == "auto":
@@ -120,7 +120,9 @@ def grade_split_ray(zip_path: Path, rows: list[SplitRow], completions: list[str]
             addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
             figures.update(stats.as_dict(addresses), workers=workers, grade_s=time.monotonic() - began)
         finally:
+            stopping = time.monotonic()
             ray.shutdown()
+            figures["shutdown_s"] = time.monotonic() - stopping
     return results, figures
 
 

@@ -73,12 +73,14 @@ class PoolStats:
     given_up: int = 0  # shards whose rows came back unscored
     processes: set = dataclasses.field(default_factory=set)  # (node id, pid) that graded a shard
     unpacks: int = 0  # first shards of a process (the zip unpacked there)
+    first_shard_s: float = 0.0  # from the pool's start to its first result: actors started, zip fetched and unpacked
 
     def as_dict(self, node_addresses: dict[str, str] | None = None) -> dict:
         names = node_addresses or {}
         nodes = sorted({names.get(node, node) for node, _pid in self.processes})
         return {"shards": self.shards, "retried": self.retried, "given_up": self.given_up,
-                "processes": len(self.processes), "nodes": nodes, "unpacks": self.unpacks}
+                "processes": len(self.processes), "nodes": nodes, "unpacks": self.unpacks,
+                "first_shard_s": self.first_shard_s}
 
 
 def _is_death(ray: Any, exc: BaseException) -> bool:
@@ -108,6 +110,7 @@ def run_pool(ray: Any, make_actor: Callable[[], Any], workers: int, rows: list[S
     """Every shard graded once (or given up), results in row order."""
     if max_attempts < 1:
         raise InputError(f"max_attempts is {max_attempts}: give at least 1")
+    began = time.monotonic()
     actors = [make_actor() for _ in range(workers)]
     queue, idle = collections.deque(range(len(shards))), collections.deque(range(workers))
     attempts, done, failed = [0] * len(shards), {}, {}
@@ -138,6 +141,7 @@ def run_pool(ray: Any, make_actor: Callable[[], Any], workers: int, rows: list[S
                     failed[shard] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                 continue
             done[shard] = [RowResult(**r) for r in answer["results"]]
+            stats.first_shard_s = stats.first_shard_s or time.monotonic() - began
             stats.processes.add((answer["node"], answer["pid"]))
             stats.unpacks += bool(answer["unpacked"])
             if progress:

@@ -87,7 +87,7 @@ class RewardWorker:
 
     def score(self, items: list[dict]) -> list[dict]:
         """``{"score": float}`` per item, or ``{"score": None, "error": code, "detail": message}``."""
-        out = []
+        out: list[dict] = []
         for item in items:
             self.calls += 1
             try:
