@@ -23,12 +23,12 @@ left off, which would make the step count, and so the verdict, depend on history
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
 import sqlite3
 import threading
 import time
 import urllib.parse
+from typing import NamedTuple
 
 try:
     from .scoring_limits import Limits
@@ -50,8 +50,9 @@ class QueryFailed(Exception):
         self.steps = steps
 
 
-@dataclasses.dataclass(frozen=True)
-class RawResult:
+class RawResult(NamedTuple):
+    """A query's complete result (a named tuple: made once per query, on the hot path)."""
+
     columns: tuple[str, ...]
     rows: list[tuple]
     steps: int  # VM steps counted, in units of limits.progress_steps
@@ -287,26 +288,32 @@ class _Meter:
     The wall clock is read every 8th call only (every 8,000 steps by default): it only guards.
     """
 
-    __slots__ = ("calls", "max_calls", "deadline", "stopped", "handler")
+    __slots__ = ("count", "handler")
 
     def __init__(self, max_calls: int, deadline: float) -> None:
-        self.calls = 0
-        self.max_calls = max_calls
-        self.deadline = deadline
-        self.stopped: str | None = None
+        count: list = [0, None]  # calls so far, and why the query was stopped
+        self.count = count
         clock = time.monotonic
 
         def handler() -> int:
-            self.calls = calls = self.calls + 1
+            calls = count[0] = count[0] + 1
             if calls > max_calls:
-                self.stopped = OVER_BUDGET
+                count[1] = OVER_BUDGET
                 return 1
             if not calls & 7 and clock() >= deadline:
-                self.stopped = WALL_GUARD
+                count[1] = WALL_GUARD
                 return 1
             return 0
 
         self.handler = handler
+
+    @property
+    def calls(self) -> int:
+        return self.count[0]  # type: ignore[return-value]
+
+    @property
+    def stopped(self) -> str | None:
+        return self.count[1]  # type: ignore[return-value]
 
 
 def _execute_once(conn: sqlite3.Connection, sql: str, meter: _Meter, limits: Limits) -> tuple:
