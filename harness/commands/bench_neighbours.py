@@ -11,7 +11,7 @@
    with all of that database's golds): all must score 1.0;
 4. reward throughput on the dev pairs (each gold as its own completion: every call a match, the
    most expensive case) with ``semantics=neighbours`` against ``original``, in one run (target:
-   at least half);
+   at least half); and the same with half the answers wrong (only matches pay for neighbours);
 5. precision: fixtures/neighbours/rewrites.json, rewrites of real golds that answer the same
    question: how many a neighbour rejects (target under 2%).
 """
@@ -128,10 +128,16 @@ def all_golds(spider: Path, work: Path) -> dict:
     return {"seconds": time.monotonic() - started, **tally, "failures": failures[:10], "failed": len(failures)}
 
 
-def throughput(root: Path, rows: list[dict], repeat: int) -> dict:
-    """Calls per second with and without the neighbours, on a staged dev bundle that has them."""
-    calls = [scoring_entry.read_call({"solution_str": r["query"], "ground_truth": r["query"],
-                                      "extra_info": {"db_id": r["db_id"]}}) for r in rows]
+def throughput(root: Path, rows: list[dict], repeat: int, wrong_share: float = 0.0) -> dict:
+    """Calls per second with and without the neighbours, on a staged dev bundle that has them.
+
+    Each row's gold is its completion; with ``wrong_share``, that share of the calls answer with a
+    query that runs and returns other rows instead (as most rollouts of a GRPO group do).
+    """
+    every = round(1 / wrong_share) if wrong_share else 0
+    calls = [scoring_entry.read_call({"solution_str": "SELECT 'wrong'" if every and i % every == 0 else r["query"],
+                                      "ground_truth": r["query"], "extra_info": {"db_id": r["db_id"]}})
+             for i, r in enumerate(rows)]
     limits = scoring_entry.current_limits()
     rates, checked = {}, 0
     for semantics in ("original", "neighbours"):
@@ -190,7 +196,8 @@ def run(spider: Path, root: Path, rows: list[dict], repeat: int, *, quick: bool,
         with contextlib.redirect_stdout(io.StringIO()):
             figures = {"default_splits": default_splits(spider, work / "splits"),
                        "dev": dev_build(spider, work / "dev", show),
-                       "throughput": throughput(staged, rows, repeat)}
+                       "throughput": throughput(staged, rows, repeat),
+                       "throughput_half_wrong": throughput(staged, rows, repeat, wrong_share=0.5)}
         if not quick:
             figures["all_golds"] = all_golds(spider, work / "all")
             figures["precision"] = precision(spider, work / "precision")
@@ -214,6 +221,9 @@ def print_figures(f: dict) -> None:
     print(f"  reward throughput, {t['pairs']} dev pairs (every call a match, {t['mean_checked']:.2f} neighbours "
           f"checked each): {t['neighbours']:.0f} calls/s with neighbours, {t['original']:.0f} without: "
           f"ratio {t['ratio']:.2f} (target >= 0.5)")
+    h = f["throughput_half_wrong"]
+    print(f"  with half the answers wrong (as in a GRPO group): {h['neighbours']:.0f} calls/s with neighbours, "
+          f"{h['original']:.0f} without: ratio {h['ratio']:.2f}")
     if "all_golds" in f:
         a = f["all_golds"]
         print(f"  every real gold of train and dev against itself: {a['golds'] - a['failed']}/{a['golds']} score 1.0 "
