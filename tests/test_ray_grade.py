@@ -127,9 +127,9 @@ def test_a_killed_worker_is_retried_elsewhere_and_typed_faults_stay_unscored(ray
     results, figures = grade_split_ray(zip_path, rows, completions, function="trapdoor",
                                        options=RayOptions(workers=2, shard_rows=3))
     assert marker.exists() and figures["retried"] == 1 and figures["given_up"] == 0
-    # the dead process never finished a shard (row 2 was in its first): the other and its replacement did, each
-    # unpacking the zip once
-    assert figures["processes"] == figures["unpacks"] == 2
+    # the dead process finished no shard (row 2 was in its first); the others each unpacked the zip once, on their
+    # first shard (how many took part depends on start-up times: the survivor may have done everything)
+    assert figures["processes"] == figures["unpacks"] and figures["processes"] in (1, 2)
     assert results == local_results(zip_path, rows, completions, "trapdoor")  # marker there: no death locally
     assert [r.row_id for r in results] == [r.id for r in rows]
     assert (results[5].score, results[5].outcome) == (None, "gold_error")
