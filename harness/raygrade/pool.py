@@ -113,7 +113,7 @@ def run_pool(ray: Any, make_actor: Callable[[], Any], workers: int, rows: list[S
     began = time.monotonic()
     actors = [make_actor() for _ in range(workers)]
     queue, idle = collections.deque(range(len(shards))), collections.deque(range(workers))
-    attempts, done, failed = [0] * len(shards), {}, {}
+    attempts, done, failed = [0] * len(shards), {}, {}  # failed: shard -> why its last attempt died
     inflight: dict[Any, tuple[int, int]] = {}
     stats = PoolStats(shards=len(shards))
     try:
@@ -148,6 +148,12 @@ def run_pool(ray: Any, make_actor: Callable[[], Any], workers: int, rows: list[S
                 progress.update(rows=len(done[shard]))
     finally:
         _close(ray, actors)
+    return _in_order(shards, done, failed, attempts, rows, completions, db_of, stats), stats
+
+
+def _in_order(shards: list[tuple[int, int]], done: dict, failed: dict, attempts: list[int], rows: list[SplitRow],
+              completions: list[str], db_of: dict[str, str], stats: PoolStats) -> list[RowResult]:
+    """Every shard's results in row order; a given-up shard's rows unscored."""
     results: list[RowResult] = []
     for shard, (start, stop) in enumerate(shards):
         if shard in failed:
@@ -155,7 +161,7 @@ def run_pool(ray: Any, make_actor: Callable[[], Any], workers: int, rows: list[S
             results += given_up(rows[start:stop], completions[start:stop], db_of, attempts[shard], failed[shard])
         else:
             results += done[shard]
-    return results, stats
+    return results
 
 
 def _replace(ray: Any, actors: list, slot: int, make_actor: Callable[[], Any]) -> None:
