@@ -23,6 +23,7 @@ from harness.common.rows import read_split
 from harness.raygrade.backend import RayOptions, grade_split_ray
 from harness.raygrade.env import is_loopback, loopback_env, ray_environment
 from harness.raygrade.pool import Progress, plan_shards
+from harness.raygrade.worker import run_folder
 from ray_helpers import trapdoor_zip
 
 
@@ -134,6 +135,7 @@ def test_a_killed_worker_is_retried_elsewhere_and_typed_faults_stay_unscored(ray
     assert [r.row_id for r in results] == [r.id for r in rows]
     assert (results[5].score, results[5].outcome) == (None, "gold_error")
     assert (results[7].score, results[7].outcome) == (None, "crash")
+    assert not run_folder(figures["run"]).exists()  # the killed worker's unpacked copy is gone too
 
 
 @pytest.mark.integration

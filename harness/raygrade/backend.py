@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -36,7 +37,7 @@ from harness.common.rows import SplitRow, read_split
 from harness.emulator.grader_job import check_inputs, grader_summary
 from harness.raygrade.env import ray_environment
 from harness.raygrade.pool import Progress, plan_shards, run_pool
-from harness.raygrade.worker import ShardGrader
+from harness.raygrade.worker import ShardGrader, remove_run_folder
 
 RAY_HINT = "install it: pip install -e '.[ray]' (or `make setup-integration`)"
 
@@ -111,14 +112,16 @@ def grade_split_ray(zip_path: Path, rows: list[SplitRow], completions: list[str]
             shards = plan_shards(len(rows), workers, options.shard_rows)
             progress = Progress(len(rows), len(shards), workers, progress_stream)
             began = time.monotonic()
+            run = f"{os.getpid()}-{secrets.token_hex(4)}"
             try:
-                results, stats = run_pool(ray, lambda: actor.remote(holder, sha256, function), workers, rows,
+                results, stats = run_pool(ray, lambda: actor.remote(holder, sha256, function, run), workers, rows,
                                           completions, shards, db_of, max_attempts=options.max_attempts,
                                           progress=progress)
             finally:
                 progress.close()
+                remove_run_folder(run)
             addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
-            figures.update(stats.as_dict(addresses), workers=workers, grade_s=time.monotonic() - began)
+            figures.update(stats.as_dict(addresses), run=run, workers=workers, grade_s=time.monotonic() - began)
         finally:
             stopping = time.monotonic()
             ray.shutdown()

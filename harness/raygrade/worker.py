@@ -7,7 +7,10 @@ for the process's life; every shard is then the one grading path's calls
 (harness.emulator.grader_job.grade_rows) on those rows, so a row gets the same RowResult as on the
 local backend.
 
->>> grader = ShardGrader([b"not fetched until the first shard"], "0" * 64, "grader")
+Each process unpacks into ``<temp>/ray-grade-<run>/``; the driver removes that folder after the run
+(where it is on the driver's machine), which covers a worker killed before it could clean up.
+
+>>> grader = ShardGrader([b"not fetched until the first shard"], "0" * 64, "grader", "run1")
 >>> grader.loads, grader.loaded is None
 (0, True)
 """
@@ -25,13 +28,29 @@ from harness.common.rows import SplitRow
 from harness.emulator.grader_job import grade_rows
 
 
+def run_folder(run: str) -> Path:
+    """Where the workers of run ``run`` on this machine unpack the zip."""
+    return Path(tempfile.gettempdir()) / f"ray-grade-{run}"
+
+
+def remove_run_folder(run: str) -> None:
+    """Remove a run's unpacked copies on this machine (the loader made them read-only)."""
+    folder = run_folder(run)
+    for path, dirs, _files in os.walk(folder):
+        os.chmod(path, 0o755)
+        for name in dirs:
+            os.chmod(os.path.join(path, name), 0o755)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 class ShardGrader:
     """Grades shards of eval rows with one bundle zip, loaded once in this process."""
 
-    def __init__(self, zip_holder: list, sha256: str, function: str) -> None:
+    def __init__(self, zip_holder: list, sha256: str, function: str, run: str) -> None:
         self._holder = zip_holder  # [ObjectRef]: a ref inside a list is not fetched until asked for
         self.sha256 = sha256
         self.function = function
+        self.run = run
         self.loaded: LoadedBundle | None = None
         self.loads = 0
         self._work: str | None = None
@@ -40,7 +59,9 @@ class ShardGrader:
         if self.loaded is None:
             import ray
             data = self._holder[0] if isinstance(self._holder[0], bytes) else ray.get(self._holder[0])
-            self._work = tempfile.mkdtemp(prefix="ray-grade-")
+            base = run_folder(self.run)
+            base.mkdir(parents=True, exist_ok=True)
+            self._work = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
             zip_path = Path(self._work) / "bundle.zip"
             zip_path.write_bytes(data)
             self.loaded = load_bundle(zip_path, self._work)
