@@ -80,6 +80,13 @@ def test_the_loopback_environment_is_set_for_the_session_and_restored(monkeypatc
     assert loopback_env("x")["RAY_AUTH_TOKEN"] == "x" and is_loopback("ray://127.0.0.1:10001")
 
 
+def test_a_cluster_address_where_nothing_listens_fails_at_once_saying_what_to_start(prepared_sample, sample_zip, capsys):
+    code = main(["grade", "--data", str(prepared_sample), "--zip", str(sample_zip), "--stage", "x",
+                 "--completions", str(FIXTURES / "sample" / "completions-eval.jsonl"), "--ray", "127.0.0.9:9"])
+    err = capsys.readouterr().err
+    assert code == 8 and "nothing answers at 127.0.0.9:9" in err and "ray start --head --port=9" in err
+
+
 def test_the_run_line_says_what_ray_did():
     line = ray_line({"address": "auto", "workers": 2, "processes": 3, "nodes": ["127.0.0.1"], "shards": 7,
                      "retried": 1, "given_up": 0, "start_s": 3.0, "grade_s": 0.5})

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import socket
 import sys
 import tempfile
 import time
@@ -87,6 +88,21 @@ def connect(ray: Any, options: RayOptions, imported_before: bool) -> None:
                            "`ray start --head` there, or use --ray auto") from None
 
 
+def reachable(address: str, timeout_s: float = 5.0) -> None:
+    """HarnessError unless something accepts a TCP connection at a ``HOST:PORT`` cluster address
+    (Ray itself would retry for minutes); ``ray://`` client addresses are left to Ray."""
+    if "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"--ray {address!r} is neither `auto` nor a cluster address HOST:PORT (e.g. 10.0.0.5:6379)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise HarnessError(f"nothing answers at {address} ({exc}): start the cluster's head there "
+                           f"(`ray start --head --port={port}`), or grade on a local instance with --ray auto") from None
+
+
 def grade_split_ray(zip_path: Path, rows: list[SplitRow], completions: list[str], *, function: str = "grader",
                     options: RayOptions = RayOptions(), progress_stream: TextIO | None = None) -> tuple[list, dict]:
     """(RowResults in row order, the run's Ray figures); raises what the local backend raises."""
@@ -98,6 +114,8 @@ def grade_split_ray(zip_path: Path, rows: list[SplitRow], completions: list[str]
         sha256 = loaded.sha256
     db_of = {str(r.get("id")): str(r.get("db_id", "")) for r in index.get("rows", [])}
     zip_bytes = Path(zip_path).read_bytes()
+    if options.address != "auto":
+        reachable(options.address)
     figures: dict = {"address": options.address}
     imported_before = "ray" in sys.modules
     with ray_environment(None if options.address == "auto" else options.address):
