@@ -55,15 +55,15 @@ def relay(source: IO[bytes], sink: IO[str], secrets: tuple[str, ...], shape: Cal
             sink.flush()
 
 
-def nginx_command(nginx: str, config: str) -> list[str]:
+def nginx_command(nginx: str, config: str, run_dir: str = RUN_DIR) -> list[str]:
     """nginx in the foreground (``daemon off`` is in the configuration), its early errors on stderr."""
-    return [nginx, "-p", RUN_DIR + "/", "-c", config, "-e", "stderr"]
+    return [nginx, "-p", run_dir + "/", "-c", config, "-e", "stderr"]
 
 
-def run(nginx: str, config: str, secrets: tuple[str, ...]) -> int:
+def run(nginx: str, config: str, secrets: tuple[str, ...], run_dir: str = RUN_DIR) -> int:
     for sub in ("", "body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        os.makedirs(os.path.join(RUN_DIR, sub), mode=0o700, exist_ok=True)
-    process = subprocess.Popen(nginx_command(nginx, config), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        os.makedirs(os.path.join(run_dir, sub), mode=0o700, exist_ok=True)
+    process = subprocess.Popen(nginx_command(nginx, config, run_dir), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     assert process.stdout is not None and process.stderr is not None
 
@@ -86,9 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=f"{CONFIG_DIR}/nginx.conf", help="nginx's configuration (written by nginx_conf)")
     parser.add_argument("--token-file", default=f"{CONFIG_DIR}/token", help="the service's token, redacted from every line")
     parser.add_argument("--nginx", default="/usr/sbin/nginx", help="the nginx executable")
+    parser.add_argument("--run-dir", default=RUN_DIR, help="nginx's prefix: pid file and buffers (the container's tmpfs)")
     args = parser.parse_args(argv)
     secrets = (tokens.read_file(args.token_file),) if Path(args.token_file).exists() else ()
-    return run(args.nginx, args.config, secrets)
+    return run(args.nginx, args.config, secrets, args.run_dir)
 
 
 if __name__ == "__main__":
