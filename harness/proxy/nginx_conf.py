@@ -134,11 +134,6 @@ def nginx_config(settings: ProxySettings, *, upstream: str, token: str, max_body
     """The whole nginx.conf: TLS on ``listen_port``, the token, whole-request buffering, the limits, ``upstream``."""
     if max_batch_bytes < max_body_bytes:
         raise InputError("the proxy's batch body limit must be at least its body limit")
-    too_large = _error(413, "BodyTooLarge", "request_error", "the body is over the limit of this endpoint "
-                       f"({max_body_bytes} bytes for /grade, {max_batch_bytes} for /grade/batch): send fewer or smaller envelopes")
-    unavailable = _error(502, "ProxyUpstreamError", "infrastructure_error", "the grader service behind the proxy did not "
-                         "answer; the example is unscored: retry it, and if it recurs look at the service log")
-    plain = _error(400, "PlainHttpOnTlsPort", "request_error", "this port speaks HTTPS only: use an https:// URL")
     return f"""# Written by harness/proxy/nginx_conf.py for the grader service's proxy; regenerated on every start.
 daemon off;
 worker_processes {settings.proxy_workers};
@@ -147,7 +142,18 @@ error_log stderr warn;
 events {{ worker_connections {settings.proxy_connections}; }}
 
 http {{
-    server_tokens off;
+{_http_settings(settings, max_body_bytes, upstream_timeout_s, run_dir)}
+{_auth_maps(token)}
+    upstream spider_grader {{ server {upstream}; }}
+
+{_server(listen_port, config_dir, max_body_bytes, max_batch_bytes)}
+}}
+"""
+
+
+def _http_settings(settings: ProxySettings, max_body_bytes: int, upstream_timeout_s: float, run_dir: str) -> str:
+    """Logs and buffers on the tmpfs, the slow-client timeouts, whole requests to the workers."""
+    return f"""    server_tokens off;
     default_type application/json;
     log_format spider escape=json {_LOG_FORMAT};
     access_log /dev/stdout spider;
@@ -178,11 +184,17 @@ http {{
     proxy_next_upstream off;
     proxy_set_header Host $host;
     proxy_set_header X-Forwarded-For $remote_addr;
-    proxy_set_header X-Forwarded-Proto https;
-{_auth_maps(token)}
-    upstream spider_grader {{ server {upstream}; }}
+    proxy_set_header X-Forwarded-Proto https;"""
 
-    server {{
+
+def _server(listen_port: int, config_dir: str, max_body_bytes: int, max_batch_bytes: int) -> str:
+    """TLS, the token's verdict before anything else, the service's error bodies, the two body limits."""
+    too_large = _error(413, "BodyTooLarge", "request_error", "the body is over the limit of this endpoint "
+                       f"({max_body_bytes} bytes for /grade, {max_batch_bytes} for /grade/batch): send fewer or smaller envelopes")
+    unavailable = _error(502, "ProxyUpstreamError", "infrastructure_error", "the grader service behind the proxy did not "
+                         "answer; the example is unscored: retry it, and if it recurs look at the service log")
+    plain = _error(400, "PlainHttpOnTlsPort", "request_error", "this port speaks HTTPS only: use an https:// URL")
+    return f"""    server {{
         listen {listen_port} ssl;
         server_name _;
         ssl_certificate {config_dir}/cert.pem;
@@ -210,6 +222,4 @@ http {{
         location / {{
             proxy_pass http://spider_grader;
         }}
-    }}
-}}
-"""
+    }}"""
