@@ -29,7 +29,7 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
 
 
 def grade(**kwargs) -> dict:
-    """``{"score", "outcome", "explanation", "sql", "original_score", "decided_on"}`` for one example.
+    """``{"score", "outcome", "explanation", "sql", "original_score", "decided_on", "neighbours_checked"}``.
 
     ``score`` is the verdict under the bundle's semantics (with neighbour databases when it has
     them); ``original_score`` the verdict of the original database alone; ``decided_on`` names
@@ -37,4 +37,5 @@ def grade(**kwargs) -> dict:
     """
     verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs))
     return {"score": verdict.score, "outcome": verdict.outcome, "explanation": verdict.detail,
-            "sql": verdict.sql, "original_score": verdict.original_score, "decided_on": verdict.decided_on}
+            "sql": verdict.sql, "original_score": verdict.original_score, "decided_on": verdict.decided_on,
+            "neighbours_checked": verdict.neighbours_checked}

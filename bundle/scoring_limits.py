@@ -86,7 +86,7 @@ class Limits:
         if self.progress_steps > _C_INT_MAX:  # SQLite takes it as a C int
             raise ValueError(f"limit progress_steps must be at most {_C_INT_MAX}, got {self.progress_steps}")
 
-    def replace(self, **changes: float) -> Limits:
+    def replace(self, **changes: float | str) -> Limits:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     def budget_steps(self, gold_steps: int) -> int:

@@ -23,12 +23,12 @@ left off, which would make the step count, and so the verdict, depend on history
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
 import sqlite3
 import threading
 import time
 import urllib.parse
+from typing import NamedTuple
 
 try:
     from .scoring_limits import Limits
@@ -50,8 +50,9 @@ class QueryFailed(Exception):
         self.steps = steps
 
 
-@dataclasses.dataclass(frozen=True)
-class RawResult:
+class RawResult(NamedTuple):
+    """A query's complete result (a named tuple: made once per query, on the hot path)."""
+
     columns: tuple[str, ...]
     rows: list[tuple]
     steps: int  # VM steps counted, in units of limits.progress_steps
@@ -194,33 +195,43 @@ def open_guarded(path: str, limits: Limits) -> sqlite3.Connection:
 class _ThreadConnections(threading.local):
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.by_path: collections.OrderedDict[tuple, sqlite3.Connection] = collections.OrderedDict()
+        self.by_path: collections.OrderedDict[tuple, tuple[sqlite3.Connection, int]] = collections.OrderedDict()
+        self.bytes = 0  # page cache the open connections may hold, at most
 
 
 _local = _ThreadConnections()
-_MAX_CACHED_PER_THREAD = 32
+# Open connections a thread keeps: at most this many, and at most this much page cache between them
+# (each holds at most its file's size or cache_pages_kib, whichever is less): a bundle's many small
+# neighbour databases all stay open, a few large databases are closed least recently used first.
+_MAX_CACHED_PER_THREAD = 256
+_MAX_CACHE_BYTES_PER_THREAD = 48 * 1024 * 1024
 
 
 def _connection(path: str, limits: Limits) -> sqlite3.Connection:
     key = (path, limits.max_cell_bytes, limits.cache_pages_kib, limits.max_sql_chars)
     if _local.pid != os.getpid():  # a forked child must not use its parent's connections
-        _local.pid, _local.by_path = os.getpid(), collections.OrderedDict()
+        _local.pid, _local.by_path, _local.bytes = os.getpid(), collections.OrderedDict(), 0
     cache = _local.by_path
-    conn = cache.get(key)
-    if conn is not None:
+    found = cache.get(key)
+    if found is not None:
         cache.move_to_end(key)
-        return conn
+        return found[0]
     conn = open_guarded(path, limits)
-    cache[key] = conn
-    while len(cache) > _MAX_CACHED_PER_THREAD:
-        cache.popitem(last=False)[1].close()
+    weight = min(os.path.getsize(path), int(limits.cache_pages_kib) * 1024)
+    cache[key] = (conn, weight)
+    _local.bytes += weight
+    while len(cache) > 1 and (len(cache) > _MAX_CACHED_PER_THREAD or _local.bytes > _MAX_CACHE_BYTES_PER_THREAD):
+        old, old_weight = cache.popitem(last=False)[1]
+        old.close()
+        _local.bytes -= old_weight
     return conn
 
 
 def forget_connections() -> None:
     """Close this thread's cached connections (tests use it before comparing files)."""
     while _local.by_path:
-        _local.by_path.popitem()[1].close()
+        _local.by_path.popitem()[1][0].close()
+    _local.bytes = 0
 
 
 def _after_fork() -> None:
@@ -287,26 +298,32 @@ class _Meter:
     The wall clock is read every 8th call only (every 8,000 steps by default): it only guards.
     """
 
-    __slots__ = ("calls", "max_calls", "deadline", "stopped", "handler")
+    __slots__ = ("count", "handler")
 
     def __init__(self, max_calls: int, deadline: float) -> None:
-        self.calls = 0
-        self.max_calls = max_calls
-        self.deadline = deadline
-        self.stopped: str | None = None
+        count: list = [0, None]  # calls so far, and why the query was stopped
+        self.count = count
         clock = time.monotonic
 
         def handler() -> int:
-            self.calls = calls = self.calls + 1
+            calls = count[0] = count[0] + 1
             if calls > max_calls:
-                self.stopped = OVER_BUDGET
+                count[1] = OVER_BUDGET
                 return 1
             if not calls & 7 and clock() >= deadline:
-                self.stopped = WALL_GUARD
+                count[1] = WALL_GUARD
                 return 1
             return 0
 
         self.handler = handler
+
+    @property
+    def calls(self) -> int:
+        return self.count[0]  # type: ignore[return-value]
+
+    @property
+    def stopped(self) -> str | None:
+        return self.count[1]  # type: ignore[return-value]
 
 
 def _execute_once(conn: sqlite3.Connection, sql: str, meter: _Meter, limits: Limits) -> tuple:

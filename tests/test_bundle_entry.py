@@ -57,7 +57,8 @@ def test_scores_are_floats_in_range(bundle_env):
 def test_grade_explains(bundle_env):
     graded = grader.grade(output="Answer: SELECT name FROM Owner", expected=GOLD)
     assert graded == {"score": 0.0, "outcome": "mismatch", "explanation": "gold has 1 rows, prediction 6",
-                      "sql": "SELECT name FROM Owner", "original_score": 0.0, "decided_on": "original"}
+                      "sql": "SELECT name FROM Owner", "original_score": 0.0, "decided_on": "original",
+                      "neighbours_checked": 0}
 
 
 def test_trl_batch(bundle_env):

@@ -46,8 +46,10 @@ def test_zip_holds_modules_index_and_indexed_databases_only(staged, tmp_path):
     with zipfile.ZipFile(tmp_path / "b.zip") as archive:
         names = archive.namelist()
         infos = archive.infolist()
-    expected = sorted([*pack.BUNDLE_MODULES, "data/index.json",
-                       *(f"data/{e['file']}" for e in _index(staged)["databases"].values())])
+    databases = _index(staged)["databases"].values()
+    expected = sorted([*pack.BUNDLE_MODULES, "data/index.json", *(f"data/{e['file']}" for e in databases),
+                       *(f"data/{n['file']}" for e in databases for n in e.get("neighbours", []))])
+    assert any(name.startswith("data/neighbours/") for name in expected)  # the sample has neighbours
     assert names == expected  # sorted, nothing else
     assert {"__pycache__/reward.cpython-311.pyc", ".DS_Store", "notes.txt",
             "data/databases/stray.sqlite"} <= set(left_out)

@@ -179,6 +179,36 @@ def test_the_api_path_gives_the_same_bytes_as_the_sample_files(prepared_sample, 
     assert output_files(tmp_path / "out") == output_files(prepared_sample)
 
 
+def test_neighbour_databases_for_the_chosen_splits_only(prepared_sample, tmp_path):
+    index = json.loads((prepared_sample / "bundle" / "data" / "index.json").read_text())
+    with_neighbours = {d for d, e in index["databases"].items() if e.get("neighbours")}
+    chosen = {r["db_id"] for r in index["rows"] if r["split"] in ("eval", "rl")}
+    assert with_neighbours and with_neighbours <= chosen  # eval and rl by default, never train-only ones
+    for db_id in with_neighbours:
+        for entry in index["databases"][db_id]["neighbours"]:
+            assert (prepared_sample / "bundle" / "data" / entry["file"]).is_file()
+    summary = json.loads((prepared_sample / "prepare-summary.json").read_text())["neighbours"]
+    assert summary["splits"] == ["eval", "rl"] and summary["total"]["kept"] == sum(
+        len(index["databases"][d]["neighbours"]) for d in with_neighbours)
+
+
+def test_no_neighbours_and_none_left_from_a_previous_run(tmp_path):
+    run_prepare(tmp_path, "--sample")
+    assert any((tmp_path / "bundle" / "data" / "neighbours").iterdir())
+    summary = run_prepare(tmp_path, "--sample", "--neighbours", "none")
+    index = json.loads((tmp_path / "bundle" / "data" / "index.json").read_text())
+    assert not any(e.get("neighbours") for e in index["databases"].values()) and not index["neighbour_results"]
+    assert list((tmp_path / "bundle" / "data" / "neighbours").iterdir()) == []
+    assert summary["neighbours"]["total"]["kept"] == 0
+
+
+@pytest.mark.parametrize("value", ["bogus", "eval,,nope", ","])
+def test_an_unknown_neighbour_split_is_refused(value, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["prepare", "--sample", "--neighbours", value])
+    assert exited.value.code == 2 and "give split names among train, rl, eval" in capsys.readouterr().err
+
+
 def test_keep_shared_golds(tmp_path):
     summary = run_prepare(tmp_path, "--sample", "--keep-shared-golds", "--rl-rows", "18", "--eval-rows", "22")
     _, index, _ = load(tmp_path)

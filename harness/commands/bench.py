@@ -13,7 +13,9 @@ Prints (README, "Benchmark"):
 3. comparison worst case, a 9 x 9 result of 0/1 values with columns permuted, against the official
    evaluator's brute force over column permutations (stopped after a few seconds);
 4. memory high-water mark of a process running the whole hostile suite (target < 512 MB);
-5. the step budget (``harness.commands.bench_budget``): calibration on every real gold, counting overhead.
+5. the step budget (``harness.commands.bench_budget``): calibration on every real gold, counting overhead;
+6. the neighbour databases (``harness.commands.bench_neighbours``): what they cost and separate, the
+   throughput with them, every gold against itself on them, and their precision on equivalent rewrites.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from func_timeout import FunctionTimedOut, func_timeout
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.sql_compare import bag_shape, compare, normalize_rows
 from bundle.verify import verify
-from harness.commands import bench_budget
+from harness.commands import bench_budget, bench_neighbours
 from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data
@@ -54,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pairs", type=int, default=400, help="dev pairs timed (default 400)")
     parser.add_argument("--repeat", type=int, default=5, help="timings per pair; the minimum counts (default 5)")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
+    parser.add_argument("--quick", action="store_true",
+                        help="leave out the slowest figures: every gold on its neighbours, and the precision corpus")
+    parser.add_argument("--show-separated", type=int, default=30, metavar="N",
+                        help="mutated golds separated by the neighbours to print, drawn at random (default 30)")
 
 
 def stage_dev_bundle(spider: Path, dest: Path, limit: int) -> list[dict]:
@@ -204,7 +210,7 @@ def bench_compare(brute_seconds: float) -> dict:
 
 def bench_hostile_memory(db: Path, gold: str) -> dict:
     code = ("import json, resource, sys, tempfile\n"
-            "from harness import hostile\nfrom bundle.verify import verify\n"
+            "from harness.emulator import hostile\nfrom bundle.verify import verify\n"
             "db, gold = sys.argv[1], sys.argv[2]\nscratch = tempfile.mkdtemp()\n"
             "cases = hostile.load_cases(hostile.first_table(db), scratch)\n"
             "res = hostile.run_cases(cases, lambda c: (lambda v: (v.outcome, v.score, v.detail))("
@@ -237,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
             "compare_9x9": bench_compare(5.0),
             "hostile_memory": bench_hostile_memory(db, rows[0]["query"]),
             "budget": bench_budget.run(spider, dev_pairs, args.repeat),
+            "neighbours": bench_neighbours.run(spider, root, rows, args.repeat, quick=args.quick,
+                                               show=args.show_separated),
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -268,5 +276,6 @@ def print_figures(f: dict) -> None:
           f"projected {k['brute_force_projected_seconds_for_all']:.0f} s for all 362,880")
     print(f"hostile suite       {m['passed']}/{m['cases']} cases as expected, max RSS {m['max_rss_mb']:.0f} MB (target < 512)")
     bench_budget.print_figures(f["budget"])
+    bench_neighbours.print_figures(f["neighbours"])
     print(f"this process        max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
           f"{threading.active_count()} threads")

@@ -11,6 +11,7 @@ harness.prepare.job's; this module reads the flags and prints the summary.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from harness.common.layout import DEFAULT_DATA
 from harness.prepare import job, splits
 from harness.prepare import summary as prepare_summary
 from harness.prepare.fetch_rows import RowSource
+from harness.prepare.neighbours import distil
 
 
 def _count(text: str) -> int:
@@ -65,6 +67,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep rows whose gold returns no rows in rl.jsonl (left out by default)")
     add("--keep-shared-golds", action="store_true",
         help="keep rows whose gold text is selected under another database too")
+    add("--neighbours", type=_splits, metavar="SPLITS", default=job.NeighbourPlan().splits,
+        help="splits whose databases get neighbour databases, comma-separated, or none "
+             f"(default {','.join(job.NeighbourPlan().splits)})")
+    add("--neighbour-seed", type=_count, metavar="N", default=distil.Settings.seed,
+        help="seed of the neighbour databases (default %(default)s)")
+    add("--neighbour-candidates", type=_count, metavar="N", default=distil.Settings.candidates,
+        help="fuzzed candidates built per database before the few kept are chosen (default %(default)s)")
+    add("--max-neighbours", type=_count, metavar="N", default=distil.Settings.max_keep,
+        help="neighbour databases kept per database at most (default %(default)s)")
+
+
+def _splits(text: str) -> tuple[str, ...]:
+    if text.strip().lower() == "none":
+        return ()
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    unknown = [s for s in chosen if s not in splits.SPLITS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"{text!r}: give split names among {', '.join(splits.SPLITS)} "
+                                         "separated by commas, or none")
+    return chosen
+
+
+def _plan(args: argparse.Namespace) -> job.NeighbourPlan:
+    settings = dataclasses.replace(distil.Settings(), seed=args.neighbour_seed, candidates=args.neighbour_candidates,
+                                   max_keep=args.max_neighbours)
+    return job.NeighbourPlan(args.neighbours, settings)
 
 
 def _sizes(args: argparse.Namespace) -> splits.Sizes:
@@ -90,6 +118,6 @@ def run(args: argparse.Namespace) -> int:
             source = job.api_source(args.api_url, args.cache_dir, args.request_interval)
         rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds)
         summary = job.prepare(source, rules, _sizes(args), args.output,
-                              origin="embedded sample" if args.sample else args.api_url)
+                              origin="embedded sample" if args.sample else args.api_url, neighbours=_plan(args))
     print(prepare_summary.render(summary))
     return 0

@@ -58,7 +58,8 @@ def verify(args: argparse.Namespace) -> tuple[dict, bundle_zip.ZipSummary | None
     else:
         report, where = _in_container(args, zip_path, summary, prepared)
     accepted = {"name": "zip accepted", "passed": True, "seconds": 0.0, "failures": [],
-                "summary": f"{summary.entries} entries ({summary.modules} modules, {summary.databases} databases), "
+                "summary": f"{summary.entries} entries ({summary.modules} modules, {summary.databases} databases, "
+                           f"{summary.neighbours} neighbours), "
                            f"{summary.archive_bytes:,} bytes zipped, {summary.unpacked_bytes:,} unpacked, within the caps"}
     report["checks"].insert(0, accepted)
     return report, summary, where

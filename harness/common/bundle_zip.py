@@ -26,6 +26,7 @@ from harness.common.errors import PackError
 
 INDEX_ENTRY = "data/index.json"
 DATABASE_DIR = "data/databases"
+NEIGHBOUR_DIR = "data/neighbours"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,13 +58,15 @@ class ZipSummary:
     entries: int
     modules: int
     databases: int
+    neighbours: int = 0
 
     def lines(self) -> list[str]:
         return [f"zip        {self.path}",
                 f"sha256     {self.sha256}",
                 f"archive    {self.archive_bytes:,} bytes",
                 f"unpacked   {self.unpacked_bytes:,} bytes",
-                f"entries    {self.entries} ({self.modules} modules, {self.databases} databases, index)"]
+                f"entries    {self.entries} ({self.modules} modules, {self.databases} databases, "
+                f"{self.neighbours} neighbour databases, index)"]
 
 
 def unsafe_reason(name: str) -> str | None:
@@ -131,4 +134,5 @@ def summarize(path: str | os.PathLike, caps: Caps = CAPS) -> ZipSummary:
     names = [i.filename for i in infos]
     return ZipSummary(str(path), hashlib.sha256(data).hexdigest(), len(data), sum(i.file_size for i in infos),
                       len(infos), sum(1 for n in names if "/" not in n and n.endswith(".py")),
-                      sum(1 for n in names if n.startswith(DATABASE_DIR + "/")))
+                      sum(1 for n in names if n.startswith(DATABASE_DIR + "/")),
+                      sum(1 for n in names if n.startswith(NEIGHBOUR_DIR + "/")))

@@ -198,15 +198,19 @@ def without_outer_limit(sql: str) -> str | None:
     return _join(toks[:found[-1]]).rstrip() if found else None
 
 
-def differing_mutations(gold: str, database: str | Path, max_steps: int = MAX_STEPS) -> list[Mutation]:
-    """The mutations of ``gold`` that run and return rows different from the gold's on ``database``."""
+def sorted_mutations(gold: str, database: str | Path, max_steps: int = MAX_STEPS) -> tuple[list[Mutation], list[Mutation]]:
+    """(the mutations of ``gold`` that return other rows on ``database``, those returning the gold's).
+
+    A mutation that fails, runs over ``max_steps`` or may fill a tied LIMIT (module docstring) is
+    in neither list: it says nothing about difference.
+    """
     try:
         original = result_bag(database, gold, max_steps)
         unlimited_sql = without_outer_limit(gold)
         unlimited = result_bag(database, unlimited_sql, max_steps) if unlimited_sql else None
     except QueryUnusable:
-        return []
-    kept = []
+        return [], []
+    differing, same = [], []
     for mutation in mutations(gold):
         try:
             rows = result_bag(database, mutation.sql, max_steps)
@@ -214,6 +218,13 @@ def differing_mutations(gold: str, database: str | Path, max_steps: int = MAX_ST
             continue
         may_fill_tie = (unlimited is not None and sum(rows.values()) == sum(original.values())
                         and not rows - unlimited)
-        if rows != original and not may_fill_tie:
-            kept.append(mutation)
-    return kept
+        if rows == original:
+            same.append(mutation)
+        elif not may_fill_tie:
+            differing.append(mutation)
+    return differing, same
+
+
+def differing_mutations(gold: str, database: str | Path, max_steps: int = MAX_STEPS) -> list[Mutation]:
+    """The mutations of ``gold`` that run and return rows different from the gold's on ``database``."""
+    return sorted_mutations(gold, database, max_steps)[0]

@@ -4,11 +4,17 @@ Format (README, "Per-row results"), one line per row, in eval order::
 
     {"row_id": "eval-00000", "db_id": "concert_singer", "question": "...", "gold": "SELECT ...",
      "completion": "...", "sql": "SELECT ..." | null, "score": 1.0 | 0.0 | null,
-     "outcome": "match", "detail": "same rows"}
+     "outcome": "match", "detail": "same rows", "original_score": 1.0 | 0.0 | null,
+     "decided_on": "test suite"}
 
 ``score`` is null exactly when the row is unscored (a gold or infrastructure error), as the trainer
-excludes such rows from its mean. ``outcome`` is one of harness.common.outcomes.OUTCOMES. A stage's
-results live at ``results/<stage>.jsonl`` in the prepared folder (harness.common.layout).
+excludes such rows from its mean. It is the verdict under the bundle's semantics: with neighbour
+databases, a match on the original database that differs on a neighbour is 0.0; ``original_score``
+is the original database's verdict alone, and ``decided_on`` names the database that decided
+(``original``, a neighbour, or ``test suite`` when all agreed). Files written before neighbours
+lack the last two fields: read as ``original_score = score`` and ``decided_on = "original"``.
+``outcome`` is one of harness.common.outcomes.OUTCOMES. A stage's results live at
+``results/<stage>.jsonl`` in the prepared folder (harness.common.layout).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from harness.common.jsonl import read_jsonl
 from harness.common.outcomes import OUTCOMES, Outcome
 
 FIELDS = ("row_id", "db_id", "question", "gold", "completion", "sql", "score", "outcome", "detail")
+OPTIONAL_FIELDS = ("original_score", "decided_on")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +45,8 @@ class RowResult:
     score: float | None
     outcome: Outcome
     detail: str
+    original_score: float | None = None
+    decided_on: str = "original"
 
     @property
     def scored(self) -> bool:
@@ -67,5 +76,9 @@ def read_results(path: str | os.PathLike) -> list[RowResult]:
         if data["row_id"] in seen:
             raise InputError(f"{path}:{number}: row {data['row_id']!r} appears twice")
         seen.add(data["row_id"])
-        out.append(RowResult(**{f: data[f] for f in FIELDS}))
+        original = data.get("original_score", score)
+        if original is not None and (not isinstance(original, (int, float)) or not 0.0 <= original <= 1.0):
+            raise InputError(f"{path}:{number}: original_score {original!r} is not null or a number in [0, 1]")
+        out.append(RowResult(**{f: data[f] for f in FIELDS}, original_score=original,
+                             decided_on=str(data.get("decided_on", "original"))))
     return out

@@ -9,6 +9,8 @@ The checks, in order (README, "Pre-push verification"):
 4. imports stdlib only: a fresh ``python3 -I -S`` imports every module of the bundle;
 5. golds score 1.0: every row's gold through reward (train, rl) or grader (eval), concurrently;
 6. mutated golds score 0.0: harness.common.mutate's near-misses that SQLite says return other rows;
+   then neighbour databases: every gold matches on all its neighbours, and the near-misses the
+   original cannot tell from their gold are counted with the share the neighbours separate;
 7. hostile suite: every case 0.0 with an allowed outcome (and its CPU bound, where it has one);
 8. no file created while the hostile suite ran (listing of the writable places, scratch empty);
 9. stale gold rejected: a row whose gold is not the bundle's raises StaleBundleError;
@@ -21,7 +23,6 @@ Standard library only.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import hashlib
 import json
 import os
@@ -39,23 +40,13 @@ from harness.common.layout import SPLITS
 from harness.common.rows import SplitRow, index_mismatches, read_split_lenient
 from harness.emulator import hostile
 from harness.emulator.calls import Call, call_score
+from harness.emulator.check_result import Check, _check
+from harness.emulator.neighbour_checks import NAME as NEIGHBOURS
+from harness.emulator.neighbour_checks import check_neighbours
 
 PROBE = Path(__file__).resolve().parent / "probe.py"
-MAX_SHOWN = 8  # failures listed per check; the count says how many there were
 
 
-@dataclasses.dataclass
-class Check:
-    name: str
-    passed: bool
-    summary: str
-    failures: list[str] = dataclasses.field(default_factory=list)
-    seconds: float = 0.0
-
-
-def _check(name: str, failures: list[str], ok: str, bad: str | None = None) -> Check:
-    bad = bad or f"{len(failures)} failure(s)"
-    return Check(name, not failures, ok if not failures else bad, failures[:MAX_SHOWN])
 
 
 def _norm(text: str) -> str:
@@ -336,6 +327,7 @@ def run_checks(loaded: LoadedBundle, split_files: dict[str, Path], *, workdir: P
     timed(("imports stdlib only",), lambda: check_imports(loaded))
     timed(("golds score 1.0",), lambda: check_golds(loaded, rows, workers))
     timed(("mutated golds score 0.0",), lambda: check_mutations(loaded, workers, max_mutated_golds))
+    timed((NEIGHBOURS,), lambda: check_neighbours(loaded, max_mutated_golds))
     timed(("hostile suite", "no file created"), lambda: check_hostile(loaded, scratch, watch + [scratch]))
     timed(("stale gold rejected",), lambda: check_stale_gold(loaded, rows))
     timed(("missing database",), lambda: check_missing_database(loaded, workdir))

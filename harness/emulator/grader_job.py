@@ -54,26 +54,35 @@ def grade_split(loaded: LoadedBundle, rows: list[SplitRow], completions: list[st
         reset()
         call = call_score(fn, **kwargs)
         detail, sql, outcome = call.detail, None, call.outcome
+        verdicts: dict = {}
         if call.kind == "scored":
             seen = [k for k, v in counts().items() if v]
             outcome = seen[0] if len(seen) == 1 and seen[0] in OUTCOMES else ("match" if call.score == 1.0 else "mismatch")
             if callable(detail_fn):
-                outcome, detail, sql = _details(detail_fn, kwargs, call.score, outcome)
+                outcome, detail, sql, verdicts = _details(detail_fn, kwargs, call.score, outcome)
         results.append(RowResult(row.id, db_of.get(row.id, ""), row.question, row.gold, completion, sql, call.score,
-                                 outcome or "crash", detail))
+                                 outcome or "crash", detail, verdicts.get("original_score", call.score),
+                                 verdicts.get("decided_on", "original")))
     say(grader_summary(results)["line"])
     return results
 
 
 def _details(detail_fn: Callable[..., Any], kwargs: dict, score: float | None,
-             outcome: Outcome) -> tuple[Outcome, str, str | None]:
-    """(outcome, explanation, sql) from the bundle's ``grade``; a disagreement with the score is said."""
+             outcome: Outcome) -> tuple[Outcome, str, str | None, dict]:
+    """(outcome, explanation, sql, both verdicts) from the bundle's ``grade``; a disagreement with the
+    score is said. The verdicts are ``original_score`` and ``decided_on`` where the bundle gives them."""
     try:
         info = detail_fn(**kwargs)
     except Exception as exc:  # the score stands; the missing details are explained instead
-        return outcome, f"grade() raised {type(exc).__name__}: {exc}", None
+        return outcome, f"grade() raised {type(exc).__name__}: {exc}", None, {}
     if not isinstance(info, dict):
-        return outcome, f"grade() returned {type(info).__name__}, not a dict", None
+        return outcome, f"grade() returned {type(info).__name__}, not a dict", None, {}
+    verdicts: dict = {}
+    original = info.get("original_score", score)
+    if original is None or (isinstance(original, (int, float)) and not isinstance(original, bool)):
+        verdicts["original_score"] = original
+    if isinstance(info.get("decided_on"), str):
+        verdicts["decided_on"] = info["decided_on"]
     detail = str(info.get("explanation", ""))
     if info.get("score") != score:
         detail = f"INCONSISTENT: grade() scored {info.get('score')!r}, the function {score!r}; {detail}"
@@ -82,7 +91,7 @@ def _details(detail_fn: Callable[..., Any], kwargs: dict, score: float | None,
     if named not in OUTCOMES:
         detail = f"grade() named the outcome {named!r}, not one of the bundle's; {detail}"
         named = outcome
-    return named, detail, sql if isinstance(sql, str) else None
+    return named, detail, sql if isinstance(sql, str) else None, verdicts
 
 
 def grader_summary(results: list[RowResult]) -> dict:

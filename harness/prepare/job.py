@@ -6,7 +6,8 @@ schemas from the SQLite files; writes, under ``--out``:
 
 * ``data/train.jsonl``, ``data/rl.jsonl``, ``data/eval.jsonl`` (harness/splits.py says which rows);
 * ``bundle/``: bundle/*.py and ``bundle/data/`` (the databases the splits use, index.json with the
-  gold results precomputed), ready to pack;
+  gold results precomputed, and the neighbour databases of the databases of ``--neighbours``
+  splits, harness.prepare.neighbours), ready to pack;
 * ``prepare-summary.json``: what the printed summary says, machine-readable.
 
 The same inputs give byte-identical JSONL, index and databases. Standard library only (plus
@@ -17,7 +18,10 @@ Example, offline: ``python3 -m harness prepare --sample --out out``.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import bundle as bundle_package
@@ -28,6 +32,7 @@ from harness.prepare import bundle_data, splits
 from harness.prepare import summary as prepare_summary
 from harness.prepare.api_cache import PageCache
 from harness.prepare.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
+from harness.prepare.neighbours import attach, distil
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_DATABASES = ROOT / "fixtures" / "databases"
@@ -62,8 +67,17 @@ def api_source(api_url: str, cache_dir: Path, request_interval: float) -> RowFet
     return RowFetcher(api_url, PageCache(cache_dir, DATASET, CONFIG), policy=policy)
 
 
+@dataclasses.dataclass(frozen=True)
+class NeighbourPlan:
+    """Which splits' databases get neighbour databases, and how they are distilled."""
+
+    splits: tuple[str, ...] = ("eval", "rl")
+    settings: distil.Settings = distil.Settings()
+
+
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
-            origin: str = DEFAULT_API_URL) -> dict:
+            origin: str = DEFAULT_API_URL, neighbours: NeighbourPlan = NeighbourPlan(),
+            say: Callable[[str], None] = lambda line: None) -> dict:
     """Select the splits, write them and the staged bundle under ``out``; return the summary."""
     selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
                               sizes, rules)
@@ -71,14 +85,33 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
     rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
     try:
         index = stage_bundle(out / "bundle", selection, rules.catalog)
+        built = stage_neighbours(out / "bundle", index, selection, neighbours, say)
         for name in splits.SPLITS:
             atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
         summary = prepare_summary.build(selection, sizes, rules, rows, index,
-                                        fetch=source.stats.as_dict(), origin=origin)
+                                        fetch=source.stats.as_dict(), origin=origin,
+                                        neighbours=prepare_summary.neighbours(built, index, neighbours.splits))
         atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
     except OSError as exc:  # every input was read above: this is the output folder
         raise InputError(f"cannot write the outputs under {out} ({exc}): give --output a writable folder") from None
     return summary
+
+
+def stage_neighbours(dest: Path, index: dict, selection: splits.Selection, plan: NeighbourPlan,
+                     say: Callable[[str], None]) -> dict[str, distil.Distilled]:
+    """Distil the neighbours of the databases of ``plan.splits`` (with those splits' golds) into the
+    staged bundle, and rewrite its index with them. No split: none, and none left from before."""
+    golds: dict[str, list[str]] = {}
+    for name in plan.splits:
+        for row in selection.split(name):
+            golds.setdefault(row.db_id, []).append(row.gold)
+    data = dest / "data"
+    paths = {db_id: data / index["databases"][db_id]["file"] for db_id in golds}
+    with tempfile.TemporaryDirectory(prefix="spider-neighbours-") as work:
+        built = attach.build(golds, paths, Path(work), plan.settings, say=say)
+        attach.attach(data, index, built, plan.settings, plan.splits)
+    atomic_write_bytes(data / "index.json", bundle_data.dumps_canonical(index))
+    return built
 
 
 def _chat(catalog: splits.Catalog, row: splits.SourceRow) -> dict:

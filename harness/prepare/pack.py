@@ -27,7 +27,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from harness.common.bundle_zip import CAPS, DATABASE_DIR, INDEX_ENTRY, Caps, ZipSummary, check_entries, summarize, unsafe_reason
+from harness.common.bundle_zip import CAPS, DATABASE_DIR, INDEX_ENTRY, NEIGHBOUR_DIR, Caps, ZipSummary, check_entries, summarize, unsafe_reason
 from harness.common.errors import PackError
 from harness.common.files import atomic_write_bytes, sha256_file
 
@@ -49,7 +49,6 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "sql_text.py",
     "verify.py",
 )
-NEIGHBOUR_DIR = "data/neighbours"
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold: no build time leaks in
 FILE_MODE = 0o100644  # regular file, rw-r--r--
 

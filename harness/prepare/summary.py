@@ -71,8 +71,21 @@ def _warnings(sizes: splits.Sizes, written: dict[str, int], stats: dict[str, dic
     return notes
 
 
+def neighbours(built: dict, index: dict, chosen: tuple[str, ...]) -> dict:
+    """What the neighbour databases are: per database the count and bytes, and what they separate."""
+    entries = index["databases"]
+    per_db = {db_id: {"kept": len(d.files), "bytes": sum(e["bytes"] for e in entries[db_id].get("neighbours", [])),
+                      "candidates": d.candidates_built, "look_alikes": d.targets, "separated": d.separated,
+                      "constants": d.constants, "constants_separated": d.constants_separated}
+              for db_id, d in sorted(built.items())}
+    total = {key: sum(v[key] for v in per_db.values())
+             for key in ("kept", "bytes", "look_alikes", "separated", "constants", "constants_separated")}
+    return {"splits": list(chosen), "databases": per_db, "total": total}
+
+
 def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
-          rows: dict[str, list[dict]], index: dict, *, fetch: dict, origin: str) -> dict:
+          rows: dict[str, list[dict]], index: dict, *, fetch: dict, origin: str,
+          neighbours: dict | None = None) -> dict:
     """The summary of one prepare run (module docstring)."""
     written = {name: len(rows[name]) for name in splits.SPLITS}
     stats = {name: prompts.prompt_stats(rows[name]) for name in splits.SPLITS}
@@ -94,10 +107,21 @@ def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
         "gold_failures": [{"db_id": db_id, "gold": gold, "why": why}
                           for (db_id, gold), why in sorted(rules.golds.failures.items())],
         "databases": _databases(selection, index),
+        "neighbours": neighbours or {"splits": [], "databases": {}, "total": {}},
         "prompts": stats,
         "warnings": _warnings(sizes, written, stats),
         "fetch": fetch,
     }
+
+
+def _render_neighbours(found: dict) -> str:
+    total = found.get("total") or {}
+    if not total:
+        return "neighbour databases: none (prepare --neighbours none)"
+    return (f"neighbour databases: {total['kept']} for {len(found['databases'])} databases of "
+            f"{'/'.join(found['splits'])}, {total['bytes']:,} bytes ({total['bytes'] / 1e6:.1f} MB); they tell "
+            f"{total['separated']} of {total['look_alikes']} look-alike queries and {total['constants_separated']} "
+            f"of {total['constants']} constant answers from their golds where the original database cannot")
 
 
 def dumps(summary: dict) -> bytes:
@@ -121,6 +145,7 @@ def render(summary: dict) -> str:
                  f"{len(dbs['eval'])} eval), {dbs['bytes']:,} bytes ({dbs['bytes'] / 1e6:.1f} MB)")
     for reason, names in dbs["skipped"].items():
         lines.append(f"  skipped ({reason}): {', '.join(names)}")
+    lines.append(_render_neighbours(summary.get("neighbours") or {}))
     if summary["shared_golds"]:
         verb = "kept" if settings["keep_shared_golds"] else "left out"
         lines.append(f"golds under several databases ({verb}): {len(summary['shared_golds'])}")

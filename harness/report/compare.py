@@ -8,9 +8,11 @@ Each input is a per-row results file (harness/results.py) from the `grade` comma
 hold the same eval rows with the same gold, else the command stops with an error naming the
 difference: a table over different rows would compare nothing.
 
-The report (README, "Grading and reports"): execution accuracy per stage with a 95% interval, rows
-gained and lost against the baseline with McNemar's tests and a verdict, the changed rows side by
-side, and accuracy by Spider difficulty level and by database. Printed as a table; written as
+The report (README, "Grading and reports"): execution accuracy per stage with a 95% interval (beside
+it, where the bundle judged with neighbour databases, the accuracy on the original database alone,
+and the rows only the original accepted), rows gained and lost against the baseline with McNemar's
+tests and a verdict, the changed rows side by side, and accuracy by Spider difficulty level and by
+database. Printed as a table; written as
 Markdown and as a self-contained HTML page with a chart when asked.
 """
 
@@ -60,11 +62,27 @@ class Comparison:
 
 
 @dataclasses.dataclass(frozen=True)
+class OriginalOnly:
+    """A row the original database accepted and a neighbour database did not (test-suite semantics)."""
+
+    row_id: str
+    db_id: str
+    level: str
+    question: str
+    gold: str
+    sql: str | None
+    decided_on: str
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
 class StageSummary:
     label: str
     path: str
-    accuracy: Accuracy
+    accuracy: Accuracy  # under the bundle's semantics (the test suite, where it has neighbours)
     unscored: int
+    original: Accuracy  # on the original database alone
+    original_only: tuple[OriginalOnly, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +103,7 @@ class Report:
     comparisons: tuple[Comparison, ...]  # every stage but the baseline, in stage order
     by_level: Breakdown
     by_database: Breakdown
+    test_suite: bool = False  # some verdict was decided with neighbour databases: show both accuracies
 
 
 DEFAULT_PREPARED = Prepared(DEFAULT_DATA)
@@ -171,6 +190,16 @@ def correctness(stage: Stage) -> list[bool | None]:
     return out
 
 
+def original_correctness(stage: Stage) -> list[bool | None]:
+    """Per row, the original database's verdict alone (results written before neighbours: the score)."""
+    return [None if r.original_score is None else r.original_score == 1 for r in stage.rows]
+
+
+def _original_only(stage: Stage, levels: list[str]) -> tuple[OriginalOnly, ...]:
+    return tuple(OriginalOnly(r.row_id, r.db_id, levels[i], r.question, r.gold, r.sql, r.decided_on, r.detail)
+                 for i, r in enumerate(stage.rows) if r.original_score == 1 and r.score == 0)
+
+
 def level_of_gold(gold: str) -> str:
     try:
         return difficulty(gold)
@@ -228,9 +257,11 @@ def build_report(stages: list[Stage], baseline: str | None = None, *, alpha: flo
     b = labels.index(baseline)
     comparisons = tuple(_compare(stages[b], s, flags[b], flags[i], levels, alpha, test)
                         for i, s in enumerate(stages) if i != b)
-    summaries = tuple(StageSummary(s.label, s.path, _accuracy(f), sum(x is None for x in f))
+    summaries = tuple(StageSummary(s.label, s.path, _accuracy(f), sum(x is None for x in f),
+                                   _accuracy(original_correctness(s)), _original_only(s, levels))
                       for s, f in zip(stages, flags))
+    test_suite = any(r.decided_on != "original" for s in stages for r in s.rows)
     return Report(rows=len(stages[0].rows), baseline=baseline, alpha=alpha, test=test, stages=summaries,
                   comparisons=comparisons,
                   by_level=_breakdown("difficulty", levels, list(LEVELS) + [UNCLASSIFIED], flags),
-                  by_database=_breakdown("database", dbs, sorted(set(dbs)), flags))
+                  by_database=_breakdown("database", dbs, sorted(set(dbs)), flags), test_suite=test_suite)

@@ -12,7 +12,7 @@ import io
 import re
 from typing import TYPE_CHECKING
 
-from harness.report.compare import Breakdown, ChangedRow, Comparison, Report
+from harness.report.compare import Breakdown, ChangedRow, Comparison, OriginalOnly, Report
 from harness.report.stats import Accuracy, format_p
 
 if TYPE_CHECKING:  # matplotlib itself is imported only when a chart is drawn
@@ -36,16 +36,24 @@ def _heading(report: Report) -> str:
 
 
 def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
-    """Headers and one row per stage: accuracy, interval, and the paired comparison."""
+    """Headers and one row per stage: accuracy, interval, and the paired comparison.
+
+    With neighbour databases, ``accuracy`` is the test suite's and ``original db`` the original
+    database's alone, with the number of rows only the original accepted.
+    """
     headers = ["stage", "accuracy", "95% interval", "correct", "gained", "lost", "delta",
                "p (chi2)", "p (exact)", "verdict"]
+    if report.test_suite:
+        headers[1:4] = ["accuracy (test suite)", "95% interval", "original db", "correct"]
     by_label = {c.label: c for c in report.comparisons}
     rows = []
     for stage in report.stages:
         a = stage.accuracy
         row = [stage.label, _acc(a), _interval(a), f"{a.correct}/{a.n}"]
+        if report.test_suite:
+            row.insert(3, f"{_acc(stage.original)} (+{len(stage.original_only)} only there)")
         if stage.unscored:
-            row[3] += f" ({stage.unscored} unscored)"
+            row[-1] += f" ({stage.unscored} unscored)"
         comp = by_label.get(stage.label)
         if comp is None:
             row += ["baseline", "", "", "", "", ""]
@@ -68,6 +76,16 @@ def breakdown_rows(report: Report, breakdown: Breakdown) -> tuple[list[str], lis
 
 def _sql(text: str | None) -> str:
     return "(no query)" if text is None else " ".join(text.split())
+
+
+def _original_only(report: Report) -> list[tuple[str, tuple[OriginalOnly, ...]]]:
+    """Per stage, the rows only the original database accepted (empty without neighbours)."""
+    return [(s.label, s.original_only) for s in report.stages if report.test_suite]
+
+
+def _original_only_table(rows: tuple[OriginalOnly, ...]) -> tuple[list[str], list[list[str]]]:
+    headers = ["row", "database", "level", "question", "gold", "SQL", "refused on"]
+    return headers, [[r.row_id, r.db_id, r.level, r.question, _sql(r.gold), _sql(r.sql), r.detail] for r in rows]
 
 
 def _changed_lists(comp: Comparison) -> list[tuple[str, tuple[ChangedRow, ...]]]:
@@ -100,6 +118,14 @@ def terminal(report: Report, *, show_changed: int = 5) -> str:
                           f"      {comp.label:<{width}}{_sql(row.candidate_sql)}  [{row.candidate_outcome}]"]
             if len(rows) > show_changed:
                 parts.append(f"  ... {len(rows) - show_changed} more {kind} (see --markdown or --html)")
+    for label, only in _original_only(report):
+        parts += ["", f"Accepted by the original database only, {label}: {len(only)} (a neighbour database "
+                      "returned other rows)"]
+        for one in only[:show_changed]:
+            parts += [f"  {one.row_id}  {one.db_id}  {one.question}", f"      gold  {_sql(one.gold)}",
+                      f"      {label}  {_sql(one.sql)}  [{one.detail}]"]
+        if len(only) > show_changed:
+            parts.append(f"  ... {len(only) - show_changed} more (see --markdown or --html)")
     return "\n".join(parts)
 
 
@@ -131,6 +157,9 @@ def markdown(report: Report) -> str:
         for kind, rows in _changed_lists(comp):
             parts += ["", f"### {kind.capitalize()} ({len(rows)})", ""]
             parts.append(_md_table(*_changed_table(report, comp, rows)) if rows else "None.")
+    for label, only in _original_only(report):
+        parts += ["", f"## Accepted by the original database only: {label} ({len(only)})", ""]
+        parts.append(_md_table(*_original_only_table(only)) if only else "None.")
     return "\n".join(parts) + "\n"
 
 
@@ -208,5 +237,8 @@ def html_page(report: Report) -> str:
             parts.append(f"<h3>{kind.capitalize()} ({len(rows)})</h3>")
             parts.append(_html_table(*_changed_table(report, comp, rows), sql_columns=frozenset({4, 5, 6}))
                          if rows else "<p>None.</p>")
+    for label, only in _original_only(report):
+        parts.append(f"<h2>Accepted by the original database only: {html.escape(label)} ({len(only)})</h2>")
+        parts.append(_html_table(*_original_only_table(only), sql_columns=frozenset({4, 5})) if only else "<p>None.</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
