@@ -18,9 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from auth_cases import CASES, fill
-from slow_clients import SlowClient, latencies, median, start_slow_clients, stop_all
 
+from auth_cases import CASES, fill
 from harness.cli import main
 from harness.common import tokens
 from harness.common.http_client import request, tls_context
@@ -31,6 +30,7 @@ from harness.containers.service import NETWORK
 from harness.loadtest.local_server import LocalServer
 from harness.proxy.nginx_conf import ProxySettings
 from harness.service.settings import ServiceSettings
+from slow_clients import SlowClient, latencies, median, start_slow_clients, stop_all
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent

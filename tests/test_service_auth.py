@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from auth_cases import CASES, fill
 
+from auth_cases import CASES, fill
 from harness.common import tokens
 from harness.common.errors import InputError
 from harness.common.http_client import request
