@@ -99,16 +99,28 @@ def fetch_debs(release: str, dest_root: Path = DEB_CACHE, say: Callable[[str], N
             raise DockerUnavailable(f"the proxy image needs Debian's packages {', '.join(missing)}: no apt-get here "
                                     f"to download them into {dest}")
         say(f"downloading {', '.join(missing)} into {dest} (apt-get download, checked against Debian's archive)")
-        done = subprocess.run(["apt-get", "download", "-q", *missing], cwd=dest, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise DockerUnavailable(f"apt-get download {' '.join(missing)} failed:\n{done.stderr.strip()[-1500:]}\n"
-                                    "Debian's mirror must be reachable once (run `apt-get update` if the package "
-                                    f"lists are missing); later builds use {dest}")
+        _download(missing, dest)
     found = [sorted(dest.glob(f"{name}_*.deb")) for name in wanted]
     if any(len(files) != 1 for files in found):
         raise DockerUnavailable(f"{dest} must hold exactly one .deb per package of {PACKAGES.name}: remove the folder "
                                 "and build again")
     return [files[0] for files in found]
+
+
+def _download(names: list[str], dest: Path) -> None:
+    """``apt-get download`` into a folder of its own, then each file renamed into ``dest``: two
+    builds at once (parallel tests) never see a half-written file."""
+    scratch = Path(tempfile.mkdtemp(prefix=".download-", dir=dest.parent))
+    try:
+        done = subprocess.run(["apt-get", "download", "-q", *names], cwd=scratch, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise DockerUnavailable(f"apt-get download {' '.join(names)} failed:\n{done.stderr.strip()[-1500:]}\n"
+                                    "Debian's mirror must be reachable once (run `apt-get update` if the package "
+                                    f"lists are missing); later builds use {dest}")
+        for deb in scratch.glob("*.deb"):
+            os.replace(deb, dest / deb.name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def proxy_sources() -> list[Path]:
