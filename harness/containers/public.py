@@ -83,7 +83,7 @@ class PublicService:
     @property
     def url(self) -> str:
         """The public base URL, as a trainer on another machine writes it (the token not included)."""
-        return f"https://{self.server_name}:{self.port}"
+        return f"https://{self.server_name}" + ("" if self.port == 443 else f":{self.port}")
 
     @property
     def cert_file(self) -> Path:
