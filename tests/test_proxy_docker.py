@@ -228,6 +228,7 @@ def test_serve_public_prints_the_url_once_and_no_log_line_holds_the_token(docker
         time.sleep(0.5)
         client = docker.from_env()
         logs = {name: client.containers.get(name).logs().decode() for name in names.groups()}
+        internal = next(iter(client.containers.get(names.group(2)).attrs["NetworkSettings"]["Networks"]))
         process.send_signal(signal.SIGTERM)
         rest, _ = process.communicate(timeout=120)
     finally:
@@ -241,8 +242,11 @@ def test_serve_public_prints_the_url_once_and_no_log_line_holds_the_token(docker
     for log in logs.values():
         assert token not in log and token[:-1] not in log
         assert all(json.loads(line) for line in log.splitlines() if line.strip())  # JSON lines, both containers
+    for name in names.groups():  # both removed on SIGTERM, and their internal network
+        with pytest.raises(docker.errors.NotFound):
+            client.containers.get(name)
     with pytest.raises(docker.errors.NotFound):
-        client.containers.get(names.group(1))  # removed on SIGTERM
+        client.networks.get(internal)
 
 
 # --- the load test through the proxy -------------------------------------------------------------------

@@ -170,7 +170,11 @@ class PublicService:
 
     def stop(self) -> tuple[int | None, int | None]:
         """Stop the proxy (nginx finishes what is in flight), then the service; remove both, the
-        network and the secrets. Their exit codes."""
+        network and the secrets, whatever signal comes meanwhile. Their exit codes."""
+        with docker_run.signals_deferred():
+            return self._stop()
+
+    def _stop(self) -> tuple[int | None, int | None]:
         code = None
         try:
             if self.container is not None:

@@ -301,6 +301,10 @@ class ServiceContainer:
 
     def stop(self) -> int | None:
         """SIGTERM and wait (gunicorn drains in-flight requests); its exit code; then removed."""
+        with docker_run.signals_deferred():
+            return self._stop()
+
+    def _stop(self) -> int | None:
         code = None
         try:
             if self.container is not None:
