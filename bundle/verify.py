@@ -149,7 +149,7 @@ def gold_result(gold: str, database: str, limits: Limits = DEFAULT_LIMITS) -> go
     """Run a gold query on a database: its result shape and VM steps. Raises sql_guard.QueryFailed."""
     def run(sql: str) -> tuple:
         raw = sql_guard.run_query(database, sql, limits, budget_steps=limits.gold_max_steps,
-                                  wall_s=limits.gold_wall_guard_s)
+                                  wall_s=limits.gold_wall_guard_s, fresh=True)
         return raw.columns, raw.rows, raw.steps
     return gold_results.compute(gold, run, limits.float_digits)
 

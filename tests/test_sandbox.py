@@ -77,10 +77,28 @@ def test_the_step_budget_stops_a_runaway_and_frees_the_cpu(pets_db):
     verdict = verify(RUNAWAY, "SELECT 1", pets_db, limits=limits, is_sql=True)
     assert (verdict.outcome, verdict.score) == ("prediction_over_budget", 0.0)
     # Stopped at the first report past the budget: exactly one reporting unit over it.
-    assert verdict.budget_steps == 300_000 and verdict.steps == 300_000 + limits.progress_steps
+    assert verdict.budget_steps == 300_000 and 300_000 < verdict.steps <= 300_000 + 2 * limits.progress_steps
     cpu_before = time.process_time()
     time.sleep(0.3)
     assert time.process_time() - cpu_before < 0.05  # nothing keeps running after the call returned
+
+
+def test_over_budget_is_exact_at_the_boundary_however_often_a_statement_ran(pets_db):
+    # SQLite counts a reused statement's steps from where its last run stopped; the verdict must not
+    # change with that. A budget of exactly the steps a query takes is enough, one unit less is not.
+    query = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < 4321) SELECT count(*) FROM r"
+    unit = DEFAULT_LIMITS.progress_steps
+    steps = sql_guard.run_query(pets_db, query, DEFAULT_LIMITS, budget_steps=10**9, wall_s=60, fresh=True).steps
+    assert steps % unit == 0 and steps > 2 * unit
+    outcomes: dict[str, set] = {"enough": set(), "short": set()}
+    for i in range(40):  # every finished run moves the reused statement's count to another phase
+        name, budget = ("short", steps - unit) if i % 7 == 6 else ("enough", steps)
+        try:
+            sql_guard.run_query(pets_db, query, DEFAULT_LIMITS, budget_steps=budget, wall_s=60)
+            outcomes[name].add("within")
+        except sql_guard.QueryFailed as failed:
+            outcomes[name].add(failed.kind)
+    assert outcomes == {"enough": {"within"}, "short": {sql_guard.OVER_BUDGET}}
 
 
 def test_the_wall_clock_guard_is_unscored_never_zero(pets_db):

@@ -44,6 +44,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "scoring_errors.py",
     "scoring_limits.py",
     "sql_compare.py",
+    "sql_connection.py",
     "sql_extract.py",
     "sql_guard.py",
     "sql_text.py",
