@@ -156,7 +156,10 @@ def test_the_server_refuses_to_start_without_a_token(sample_zip, tmp_path):
 
 def test_serve_local_prints_the_url_once_and_logs_no_token(sample_zip):
     env = {k: v for k, v in os.environ.items() if k != tokens.ENV}
-    command = [sys.executable, "-m", "harness", "serve", "--local", "--zip", str(sample_zip), "--port", "0", "--workers", "2"]
+    # A short graceful timeout: a SIGTERM that reaches a worker still booting is lost (gunicorn installs
+    # the worker's handlers after the fork), and the arbiter then waits that long before killing it.
+    command = [sys.executable, "-m", "harness", "serve", "--local", "--zip", str(sample_zip), "--port", "0", "--workers", "2",
+               "--graceful-timeout", "5"]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={**env, "PYTHONDONTWRITEBYTECODE": "1"})
     lines = []
@@ -174,7 +177,7 @@ def test_serve_local_prints_the_url_once_and_logs_no_token(sample_zip):
             time.sleep(0.1)
         assert request("127.0.0.1", port, "POST", f"/t/{token}/grade", {"output": "x"}).status == 400  # through
         process.send_signal(signal.SIGTERM)
-        rest, _ = process.communicate(timeout=30)
+        rest, _ = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
