@@ -31,11 +31,11 @@ BUNDLE_SOURCES := $(wildcard bundle/*.py)
 PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/common/*.py)
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-.PHONY: help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader service-image serve loadtest docs lint
+.PHONY: help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader service-image proxy-image serve loadtest docs lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
-		| sed -e 's|[$$](OUT)|$(OUT)|g' -e 's|[$$](ZIP)|$(ZIP)|g' -e 's|[$$](SERVE_PORT)|$(SERVE_PORT)|g' | sort
+		| sed -e 's|[$$](OUT)|$(OUT)|g' -e 's|[$$](ZIP)|$(ZIP)|g' | sort
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -163,12 +163,18 @@ report: setup ## compare STAGES="base sft rl" (their results in $(OUT)/results/)
 	$(HARNESS) report --data $(OUT) $(STAGES) $(if $(BASELINE),--baseline $(BASELINE)) --markdown $(OUT)/report.md --html $(OUT)/report.html $(REPORT_ARGS)
 
 # --- grader service ---------------------------------------------------------------------------------
-SERVE_PORT ?= 8000
+# `make serve`: on 127.0.0.1:8000; `make serve PUBLIC=1`: behind its TLS proxy, published on 127.0.0.1:8443
+# (SERVE_ARGS="--listen 0.0.0.0 --server-name HOST --cert FILE --key FILE --token-file FILE" on a public machine).
+SERVE_PORT ?=
+PUBLIC ?=
 service-image: setup ## build the grader service's container image on BASE_IMAGE (offline, from pinned wheels; tagged by a hash of its inputs)
 	$(HARNESS) service-image --base-image $(BASE_IMAGE)
 
-serve: $(ZIP) ## serve $(ZIP)'s grader over HTTP in its locked-down container on 127.0.0.1:$(SERVE_PORT) (Ctrl-C stops it)
-	$(HARNESS) serve --zip $(ZIP) --port $(SERVE_PORT) --base-image $(BASE_IMAGE) $(SERVE_ARGS)
+proxy-image: setup ## build the grader service's proxy image on BASE_IMAGE (nginx from Debian's packages, offline; tagged by a hash of its inputs)
+	$(HARNESS) proxy-image --base-image $(BASE_IMAGE)
+
+serve: $(ZIP) ## serve $(ZIP)'s grader over HTTP in its locked-down container on 127.0.0.1:8000; PUBLIC=1: behind its TLS proxy (Ctrl-C stops it)
+	$(HARNESS) serve --zip $(ZIP) $(if $(SERVE_PORT),--port $(SERVE_PORT)) $(if $(PUBLIC),--public) --base-image $(BASE_IMAGE) $(SERVE_ARGS)
 
 loadtest: $(ZIP) ## load-test the grader service on $(ZIP) over loopback (5,000 requests on 32 threads, then with a runaway query every 100th)
 	$(HARNESS) loadtest --data $(OUT) --zip $(ZIP) --base-image $(BASE_IMAGE) $(LOADTEST_ARGS)

@@ -29,8 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("harness.commands.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
     "bench": ("harness.commands.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
     "bench-ray": ("harness.commands.bench_ray", "grading throughput on real Spider dev pairs: the local backend, Ray with 1 and 2 workers"),
-    "serve": ("harness.commands.serve", "serve the bundle's grader over HTTP (http: graders) in its container on 127.0.0.1"),
+    "serve": ("harness.commands.serve", "serve the bundle's grader over HTTP (http: graders) in its container on 127.0.0.1, "
+              "or behind its TLS proxy for remote trainers (--public)"),
     "service-image": ("harness.commands.images", "build (once per input change) the grader service's container image"),
+    "proxy-image": ("harness.commands.images", "build (once per input change) the grader service's proxy image (nginx, Debian's packages)"),
     "loadtest": ("harness.commands.loadtest", "load-test the grader service over loopback: throughput, p50/p99, answers, worker memory"),
 }
 

@@ -3,6 +3,7 @@
 | context | interpreter | may load |
 |---|---|---|
 | common, emulator | a fresh ``python -I -S`` (the trainer container has the standard library only) | the standard library |
+| proxy | a fresh ``python -I -S`` (the proxy image's entry point runs on the base image's Python) | the standard library |
 | prepare | a fresh ``python -I -S`` | the standard library and ``bundle/`` |
 | service | a fresh ``python -I -S`` with the pinned wheels' folder | the standard library and the wheels of docker/service-requirements.txt |
 | host (commands, containers, report, submit, loadtest) | this one | anything declared in pyproject |
@@ -55,6 +56,7 @@ SERVICE_TOPS, SERVICE_PATHS = pinned_service_wheels()
 CONTEXTS = {
     "common": (True, [], ["harness.common"], set(), {"harness.common"}),
     "emulator": (True, [], ["harness.emulator"], set(), {"harness.common", "harness.emulator"}),
+    "proxy": (True, [], ["harness.proxy"], set(), {"harness.common", "harness.proxy"}),
     "prepare": (True, [], ["harness.prepare"], {"bundle"}, {"harness.common", "harness.prepare"}),
     "service": (True, SERVICE_PATHS, ["harness.service"], SERVICE_TOPS, {"harness.common", "harness.service"}),
     "host": (False, [], ["harness.commands", "harness.containers", "harness.report", "harness.submit", "harness.loadtest",

@@ -12,6 +12,7 @@ import pytest
 
 from harness.cli import main
 from harness.common.errors import InputError
+from harness.common.http_client import Endpoint
 from harness.common.rows import read_split
 from harness.loadtest import run as loadtest
 from harness.loadtest.local_server import LocalServer
@@ -106,8 +107,8 @@ def test_any_failure_wrong_answer_or_growth_fails_the_verdict():
 # --- a small run against the real server -------------------------------------------------------
 
 def test_a_small_load_gets_every_answer_right_with_flat_memory(server, eval_path):
-    report = loadtest.run_load(server.url, eval_path, requests=300, threads=8, runaway_every=100,
-                               sample_every=0.5)
+    report = loadtest.run_load(Endpoint.from_url(server.url, token=server.token), eval_path, requests=300, threads=8,
+                               runaway_every=100, sample_every=0.5)
     mixed, runaway = report["phases"]
     for phase in (mixed, runaway):
         assert phase["requests"] == 300 and phase["failed"] == 0 and phase["wrong_answers"] == 0, phase["examples"]
@@ -122,13 +123,20 @@ def test_an_answer_other_than_the_calibrated_one_is_counted(server, eval_path):
     row = read_split(eval_path, "eval")[0]
     lying = Probe("correct", "row/lie", {"input": row.prompt, "output": row.gold, "expected": row.gold},
                   expected=(0.0, "mismatch"))  # what it will not get: it matches
-    phase = loadtest.run_phase(server.host, server.port, [lying] * 20, 4, name="check", sample_every=5)
+    phase = loadtest.run_phase(Endpoint.from_url(server.url, token=server.token), [lying] * 20, 4, name="check", sample_every=5)
     assert phase["failed"] == 0 and phase["wrong_answers"] == 20 and "row/lie" in phase["examples"][0]
 
 
 def test_the_command_prints_the_figures_and_exits_zero(server, eval_path, capsys, tmp_path):
-    assert main(["loadtest", "--url", server.url, "--data", str(eval_path.parents[1]), "--requests", "100",
-                 "--threads", "4", "--runaway-every", "0", "--json", str(tmp_path / "lt.json")]) == 0
+    (tmp_path / "token").write_text(server.token + "\n")
+    assert main(["loadtest", "--url", server.url, "--token-file", str(tmp_path / "token"), "--data", str(eval_path.parents[1]),
+                 "--requests", "100", "--threads", "4", "--runaway-every", "0", "--json", str(tmp_path / "lt.json")]) == 0
     out = capsys.readouterr().out
     assert "req/s" in out and "p99 ms" in out and "verdict: pass" in out
     assert (tmp_path / "lt.json").read_text().count('"phase"') == 1
+
+
+def test_the_command_needs_the_token_of_a_service_it_did_not_start(server, eval_path, capsys, monkeypatch):
+    monkeypatch.delenv("SPIDER_GRADER_TOKEN", raising=False)
+    assert main(["loadtest", "--url", server.url, "--data", str(eval_path.parents[1]), "--requests", "10"]) == 3
+    assert "--token-file" in capsys.readouterr().err

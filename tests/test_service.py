@@ -67,6 +67,11 @@ def raw_exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
     return b"".join(chunks)
 
 
+def auth_line(server: LocalServer) -> bytes:
+    """The token's header line for a request written by hand."""
+    return f"Authorization: Bearer {server.token}\r\n".encode()
+
+
 def split_response(data: bytes) -> tuple[int, dict]:
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), json.loads(body)
@@ -191,7 +196,7 @@ def test_request_ids_come_back_and_bad_ones_are_replaced(server, eval_rows):
 def test_a_declared_huge_body_is_refused_before_it_is_read(server):
     started = time.monotonic()
     data = raw_exchange(server.port, b"POST /grade HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                     b"Content-Length: 100000000\r\n\r\n{")
+                                     + auth_line(server) + b"Content-Length: 100000000\r\n\r\n{")
     status, body = split_response(data)
     assert status == 413 and body["error"] == "BodyTooLarge" and "score" not in body
     assert time.monotonic() - started < 5  # answered without waiting for 100 MB
@@ -200,7 +205,7 @@ def test_a_declared_huge_body_is_refused_before_it_is_read(server):
 def test_a_chunked_body_over_the_limit_is_refused(server):
     limit = server.settings.max_body_bytes
     chunk = b"x" * 65536
-    pieces = [b"POST /grade HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"]
+    pieces = [b"POST /grade HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n" + auth_line(server) + b"\r\n"]
     pieces += [b"%x\r\n%s\r\n" % (len(chunk), chunk)] * (limit // len(chunk) + 2) + [b"0\r\n\r\n"]
     status, body = split_response(raw_exchange(server.port, b"".join(pieces)))
     assert status == 413 and body["error"] == "BodyTooLarge"
@@ -235,7 +240,7 @@ def test_the_hostile_suite_scores_zero_within_its_bounds_and_the_service_keeps_a
             started = time.monotonic()
             body = json.dumps(envelope(row, case.text)).encode()
             if len(body) > running.settings.max_body_bytes:  # refused on its declared length, unread
-                head = b"POST /grade HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+                head = b"POST /grade HTTP/1.1\r\nHost: x\r\n" + auth_line(running) + b"Content-Length: %d\r\n\r\n" % len(body)
                 status, data = split_response(raw_exchange(running.port, head + body[:1000]))
                 return case, (status, data), time.monotonic() - started
             reply = running.request("POST", "/grade", raw=body, timeout=60)
@@ -340,8 +345,10 @@ def test_the_serve_command_runs_locally_and_stops_on_sigterm(sample_zip):
     import signal
     import subprocess
     import sys
+    # A short graceful timeout: a SIGTERM that reaches a worker still booting is lost (gunicorn installs
+    # the worker's handlers after the fork), and the arbiter then waits that long before killing it.
     command = [sys.executable, "-m", "harness", "serve", "--local", "--zip", str(sample_zip), "--port", "0",
-               "--workers", "2"]
+               "--workers", "2", "--graceful-timeout", "5"]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     try:
@@ -361,7 +368,7 @@ def test_the_serve_command_runs_locally_and_stops_on_sigterm(sample_zip):
             time.sleep(0.1)
         assert request("127.0.0.1", port, "GET", "/readyz").json["ready"] is True
         process.send_signal(signal.SIGTERM)
-        assert process.wait(30) == 0
+        assert process.wait(60) == 0
     finally:
         if process.poll() is None:
             process.kill()

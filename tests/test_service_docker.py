@@ -40,6 +40,7 @@ def test_the_container_keeps_the_trainers_lockdown_and_opens_one_loopback_port(t
     assert "network_mode" not in cfg and cfg["network"] == NETWORK
     assert cfg["ports"] == {f"{PORT}/tcp": ("127.0.0.1", 8123)}  # loopback only
     assert cfg["command"][:2] == ["--zip", f"{MOUNT}/bundle.zip"] and "--workers" in cfg["command"]
+    assert cfg["command"][cfg["command"].index("--token-file") + 1] == "/run/secrets/spider-grader/token"
     assert cfg["environment"]["PYTHONPATH"] == "/opt/grader/site-packages:/opt/grader/app"
     any_port = service_config("grader:1", tmp_path, name="g2", settings=settings)
     assert any_port["ports"] == {f"{PORT}/tcp": ("127.0.0.1", None)}
@@ -177,18 +178,21 @@ def test_the_container_serves_the_bundle_locked_down_and_stops_gracefully(docker
         health = request(server.host, server.port, "GET", "/health").json
         assert health["bundle"]["sha256"] == hashlib.sha256(zip_path.read_bytes()).hexdigest()
         assert health["bundle"]["sqlite_version_runtime"] and health["bundle"]["sqlite_version_built"]
-        assert request(server.host, server.port, "POST", "/grade", body).json["outcome"] == "match"
+        auth = {"Authorization": f"Bearer {server.token}"}
+        assert request(server.host, server.port, "POST", "/grade", body).status == 401  # the token, in the container too
+        assert request(server.host, server.port, "POST", "/grade", body, headers=auth).json["outcome"] == "match"
         # The outer limit works in the container too: the worker is killed and replaced.
-        runaway = request(server.host, server.port, "POST", "/grade", {**body, "output": RUNAWAY_SQL}, timeout=60)
+        runaway = request(server.host, server.port, "POST", "/grade", {**body, "output": RUNAWAY_SQL}, headers=auth, timeout=60)
         assert runaway.status == 504 and "score" not in runaway.json
-        assert request(server.host, server.port, "POST", "/grade", body).json["score"] == 1.0
+        assert request(server.host, server.port, "POST", "/grade", body, headers=auth).json["score"] == 1.0
         server.container.reload()
         attrs = server.container.attrs
         host = attrs["HostConfig"]
         assert host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
         assert attrs["Config"]["User"] == "65534:65534" and host["Memory"] == host["MemorySwap"] > 0
         assert all(b["HostIp"] == "127.0.0.1" for b in attrs["NetworkSettings"]["Ports"][f"{PORT}/tcp"])
-        assert [m["RW"] for m in attrs["Mounts"]] == [False]
+        assert [m["RW"] for m in attrs["Mounts"]] == [False, False]  # the bundle and the token's folder
+        assert server.token not in json.dumps(attrs)  # neither an argument nor an environment variable
         uid = server.container.exec_run(["id", "-u"]).output.decode().strip()
         write = server.container.exec_run(["sh", "-c", "echo x > /opt/spider/x || echo x > /x"])
         assert uid == "65534" and write.exit_code != 0

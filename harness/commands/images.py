@@ -1,7 +1,9 @@
-"""`image` and `service-image`: build (once per input change) the trainer's or the grader service's image.
+"""`image`, `service-image`, `proxy-image`: build (once per input change) the trainer's, the grader
+service's or its proxy's image.
 
     python3 -m harness image [--base-image IMAGE]
     python3 -m harness service-image [--base-image IMAGE]
+    python3 -m harness proxy-image [--base-image IMAGE]
 
 Both print the image's tag (a hash of its inputs) and size.
 """
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.commands import options
-from harness.containers import service, trainer
+from harness.containers import proxy, service, trainer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,5 +32,5 @@ def show_image(ensure: Callable[[Any, str], str], base_image: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    ensure = service.ensure_image if args.command == "service-image" else trainer.ensure_image
+    ensure = {"service-image": service.ensure_image, "proxy-image": proxy.ensure_image}.get(args.command, trainer.ensure_image)
     return show_image(ensure, options.base_image_of(args))

@@ -1,11 +1,13 @@
 """`loadtest`: a bounded load test of the grader service, from this process, over loopback.
 
-    python3 -m harness loadtest [--url URL | --zip out/spider-scoring.zip [--docker]]
+    python3 -m harness loadtest [--url URL [--token-file FILE] | --zip out/spider-scoring.zip [--docker | --via-proxy]]
         [--data out] [--requests 5000] [--threads 32] [--runaway-every 100]
 
-Without ``--url`` the server is started for the test (a local process, or the container with
-``--docker``) and stopped afterwards; harness.loadtest.run sends the two phases and judges them.
-Exits 1 when the run fails (a failed request, a lost or different answer, a worker that grew).
+Without ``--url`` the server is started for the test (a local process, the container with
+``--docker``, or the container behind its proxy over HTTPS with ``--via-proxy``) and stopped
+afterwards; harness.loadtest.run sends the two phases and judges them. Requests carry the token
+in the path, as a trainer's URL does. Exits 1 when the run fails (a failed request, a lost or
+different answer, a worker that grew).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import json
 from typing import Any
 
 from harness.commands import options
+from harness.common import tokens
 from harness.common.errors import CHECKS_FAILED, InputError
 from harness.common.files import atomic_write_bytes
+from harness.common.http_client import Endpoint
 from harness.common.layout import Prepared, require
+from harness.containers.public import PublicService
 from harness.containers.service import ServiceContainer
 from harness.loadtest.local_server import LocalServer
 from harness.loadtest.run import problems_of, render, run_load
@@ -26,10 +31,16 @@ from harness.service.settings import ServiceSettings, default_workers
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help="an already running service (default: start one from --zip for the test)")
+    parser.add_argument("--url", help="an already running service, http://HOST:PORT or https://HOST:PORT (default: start "
+                                      "one from --zip for the test)")
+    options.add_token_file(parser, "needed with --url")
+    parser.add_argument("--ca-file", metavar="FILE",
+                        help="with an https --url: the certificate (PEM) to trust, e.g. a self-signed one (default: the system's)")
     options.add_data(parser)
     options.add_zip(parser, "the bundle zip to serve")
     parser.add_argument("--docker", action="store_true", help="start the service in its container, not as a local process")
+    parser.add_argument("--via-proxy", action="store_true",
+                        help="start the service in its container behind its proxy and send every request through it over HTTPS")
     options.add_base_image(parser)
     parser.add_argument("--requests", type=int, default=5000, metavar="N", help="requests per phase (default: 5000)")
     options.add_threads(parser, "client threads sending requests", default=32)
@@ -46,22 +57,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _server(args: argparse.Namespace) -> Any:
-    """The server to test: a context manager with a ``url`` (none to start with ``--url``)."""
+    """The server to test: a context manager (none to start with ``--url``)."""
     if args.url:
-        return contextlib.nullcontext(argparse.Namespace(url=args.url))
+        token, _source = tokens.from_sources(args.token_file)
+        if token is None:
+            raise InputError(f"--url needs the service's token: --token-file FILE or ${tokens.ENV}")
+        return contextlib.nullcontext(Endpoint.from_url(args.url, token=token, cafile=args.ca_file))
     zip_path = require(options.zip_of(args), "the bundle zip")
     chosen = ServiceSettings(workers=args.workers)
+    if args.via_proxy:
+        return PublicService(zip_path, chosen, token=tokens.generate(), base_image=options.base_image_of(args))
     if args.docker:
         return ServiceContainer(zip_path, chosen, base_image=options.base_image_of(args))
     return LocalServer(zip_path, chosen)
 
 
+def endpoint_of(server: Any) -> Endpoint:
+    """Where the load goes: the token in the path, over HTTPS through the proxy."""
+    if isinstance(server, Endpoint):
+        return server
+    if isinstance(server, PublicService):
+        return server.endpoint()
+    return Endpoint.from_url(server.url, token=server.token)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.requests <= 0 or args.threads <= 0 or args.runaway_every < 0:
         raise InputError("--requests and --threads must be positive, --runaway-every 0 or more")
+    if sum(map(bool, (args.url, args.docker, args.via_proxy))) > 1:
+        raise InputError("give one of --url, --docker and --via-proxy")
     eval_path = require(Prepared(args.data).split("eval"), "the eval split")
     with _server(args) as server:
-        report = run_load(server.url, eval_path, requests=args.requests, threads=args.threads,
+        report = run_load(endpoint_of(server), eval_path, requests=args.requests, threads=args.threads,
                           runaway_every=args.runaway_every, max_rows=args.max_rows, sample_every=args.sample_every)
     print(render(report, args.max_growth_mib))
     if args.json:

@@ -60,6 +60,13 @@ def add_json(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--json", type=Path, metavar="FILE", help=f"also write {what} as JSON to FILE")
 
 
+def add_token_file(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--token-file FILE``: the file holding the grader service's token (never the token itself:
+    an argument shows in ``ps``); without it, ``$SPIDER_GRADER_TOKEN``."""
+    parser.add_argument("--token-file", type=Path, metavar="FILE",
+                        help=f"file holding the grader service's token (default: $SPIDER_GRADER_TOKEN); {what}")
+
+
 def add_ray(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray", metavar="ADDRESS",
                         help="grade on Ray: `auto` starts a local Ray instance for the run, HOST:PORT joins a running "

@@ -13,7 +13,9 @@
   once per change, with the build's network off.
 
 ``ServiceContainer`` runs one: start, wait for ``/readyz``, stop with SIGTERM (gunicorn drains),
-always removed.
+always removed. The service's token reaches it as a file: a folder only this user can enter on
+the host holds a world-readable copy, bind-mounted read-only at ``/run/secrets/spider-grader``
+(never an argument, which ``ps`` shows, nor an environment variable, which ``docker inspect`` shows).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.common import tokens
 from harness.common.errors import DockerUnavailable, InputError
 from harness.common.http_client import request
 from harness.common.layout import require
@@ -48,6 +51,8 @@ WHEEL_CACHE = ROOT / ".cache" / "service-wheels"
 IMAGE_REPO = "spider-scoring-grader"
 NETWORK = "spider-scoring-grader"
 PORT = 8000
+SECRETS_MOUNT = "/run/secrets/spider-grader"
+TOKEN_FILE = f"{SECRETS_MOUNT}/token"
 # What the image runs: these packages of the harness, copied whole (standard library, gunicorn and
 # prometheus_client only; tests/test_contexts.py imports them with nothing else on the path).
 SERVICE_PACKAGES = ("common", "service")
@@ -79,24 +84,31 @@ def service_limits(settings: ServiceSettings, unpacked_bytes: int = 0) -> RunLim
 def server_command(settings: ServiceSettings) -> list[str]:
     """The server's arguments inside the container (the image's entry point is the server)."""
     return ["--zip", f"{MOUNT}/bundle.zip", "--bind", f"0.0.0.0:{PORT}", "--metrics-dir", "/tmp/metrics",
-            "--workdir", "/tmp", "--worker-tmp-dir", "/tmp", *service_settings.to_argv(settings)]
+            "--workdir", "/tmp", "--worker-tmp-dir", "/tmp", "--token-file", TOKEN_FILE, *service_settings.to_argv(settings)]
 
 
 def service_config(image: str, mount_dir: str | os.PathLike, *, name: str, settings: ServiceSettings,
-                   host_port: int = 0, network: str = NETWORK, limits: RunLimits | None = None,
-                   environment: dict[str, str] | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``client.containers.create``: the trainer's lockdown, plus one published port.
+                   host_port: int | None = 0, network: str = NETWORK, limits: RunLimits | None = None,
+                   environment: dict[str, str] | None = None, secrets_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create``: the trainer's lockdown, plus one published
+    port (none with ``host_port=None``: behind the proxy) and the token's folder, read-only.
 
-    >>> cfg = service_config("img:1", "/tmp/x", name="g", settings=ServiceSettings(workers=2), host_port=8000)
+    >>> cfg = service_config("img:1", "/tmp/x", name="g", settings=ServiceSettings(workers=2), host_port=8000,
+    ...                      secrets_dir="/tmp/s")
     >>> cfg["ports"], cfg["network"], cfg["read_only"], cfg["cap_drop"], "network_mode" in cfg
     ({'8000/tcp': ('127.0.0.1', 8000)}, 'spider-scoring-grader', True, ['ALL'], False)
+    >>> cfg["volumes"]["/tmp/s"], "ports" in service_config("i", "/x", name="g", settings=ServiceSettings(workers=2), host_port=None)
+    ({'bind': '/run/secrets/spider-grader', 'mode': 'ro'}, False)
     """
     env = {"PYTHONPATH": "/opt/grader/site-packages:/opt/grader/app", **(environment or {})}
     config = docker_run.run_config(image, server_command(settings), mount_dir, name=name,
                                    limits=limits or service_limits(settings), environment=env)
     del config["network_mode"]  # "none" in the trainer; the service needs its one port
     config["network"] = network
-    config["ports"] = {f"{PORT}/tcp": ("127.0.0.1", host_port or None)}  # None: the engine picks a free port
+    if host_port is not None:
+        config["ports"] = {f"{PORT}/tcp": ("127.0.0.1", host_port or None)}  # None: the engine picks a free port
+    if secrets_dir is not None:
+        config["volumes"][str(Path(secrets_dir).resolve())] = {"bind": SECRETS_MOUNT, "mode": "ro"}
     config["stop_signal"] = "SIGTERM"  # gunicorn's graceful shutdown
     return config
 
@@ -143,7 +155,7 @@ def build_context(dest: Path, wheels: list[Path]) -> dict[str, bytes]:
     return files
 
 
-def image_tag(files: dict[str, bytes], base_image_id: str) -> str:
+def image_tag(files: dict[str, bytes], base_image_id: str, repo: str = IMAGE_REPO) -> str:
     """The tag: a hash of every file of the build context and the base image's id.
 
     >>> image_tag({"a": b"1"}, "sha256:x") == image_tag({"a": b"1"}, "sha256:x") != image_tag({"a": b"2"}, "sha256:x")
@@ -152,7 +164,7 @@ def image_tag(files: dict[str, bytes], base_image_id: str) -> str:
     digest = hashlib.sha256(base_image_id.encode())
     for name in sorted(files):
         digest.update(b"\0" + name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
-    return f"{IMAGE_REPO}:{digest.hexdigest()[:16]}"
+    return f"{repo}:{digest.hexdigest()[:16]}"
 
 
 def ensure_image(client, base_image: str = docker_run.DEFAULT_BASE_IMAGE, say: Callable[[str], None] = print) -> str:
@@ -194,20 +206,39 @@ def _unpacked_bytes(zip_path: Path) -> int:
         raise InputError(f"cannot read the bundle zip {zip_path} ({exc}): rebuild it with `make pack`") from None
 
 
+def write_secret(folder: Path, name: str, text: str) -> Path:
+    """``folder/name`` holding ``text``, readable by the container's user (nobody) through a bind
+    mount of ``folder``; ``folder`` sits in a private temporary folder no other host user can enter."""
+    folder.mkdir(mode=0o755, exist_ok=True)
+    os.chmod(folder, 0o755)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    os.chmod(path, 0o644)
+    return path
+
+
 class ServiceContainer:
-    """The service in its locked-down container on 127.0.0.1; a context manager, always removed."""
+    """The service in its locked-down container on 127.0.0.1; a context manager, always removed.
+
+    ``network`` (default: the service's bridge) and ``publish`` (default: port 8000 on 127.0.0.1)
+    let the public deployment (``harness.containers.public``) put it behind the proxy instead.
+    """
 
     def __init__(self, zip_path: str | os.PathLike, settings: ServiceSettings | None = None, *,
                  base_image: str = docker_run.DEFAULT_BASE_IMAGE, host_port: int = 0, environment: dict[str, str] | None = None,
-                 say: Callable[[str], None] = print) -> None:
+                 say: Callable[[str], None] = print, token: str | None = None, network: str | None = None,
+                 publish: bool = True) -> None:
         self.zip_path = Path(zip_path)
         self.settings = settings or ServiceSettings()
         self.base_image, self.host_port, self.say = base_image, host_port, say
         self.environment = bundle_environment() if environment is None else environment
+        self.token = token or tokens.generate()
+        self.network, self.publish = network, publish
         self.name = f"spider-scoring-grader-{uuid.uuid4().hex[:12]}"
         self.client: Any = None  # docker SDK objects (the SDK has no type hints)
         self.container: Any = None
         self.staging: Path | None = None
+        self.secrets: Path | None = None
         self.host, self.port = "127.0.0.1", 0
 
     @property
@@ -215,21 +246,26 @@ class ServiceContainer:
         return f"http://{self.host}:{self.port}"
 
     def start(self, ready_timeout: float = 120.0) -> ServiceContainer:
-        """Build (if needed) and start the container, then wait until the service is ready."""
+        """Build (if needed) and start the container, then (when published) wait until the service is ready."""
         require(self.zip_path, "the bundle zip")
         self.client = docker_run.connect()
         tag = ensure_image(self.client, self.base_image, say=self.say)
-        network = ensure_network(self.client)
+        network = self.network or ensure_network(self.client)
         # A world-readable copy: the container's user (nobody) cannot read a private folder.
         self.staging = Path(tempfile.mkdtemp(prefix="spider-grader-run-"))
         shutil.copyfile(self.zip_path, self.staging / "bundle.zip")
         os.chmod(self.staging / "bundle.zip", 0o644)
         os.chmod(self.staging, 0o755)
+        self.secrets = Path(tempfile.mkdtemp(prefix="spider-grader-secrets-"))  # 0700: this user only
+        write_secret(self.secrets / "mount", "token", self.token + "\n")
         config = service_config(tag, self.staging, name=self.name, settings=self.settings,
-                                host_port=self.host_port, network=network, environment=self.environment,
+                                host_port=self.host_port if self.publish else None, network=network,
+                                environment=self.environment, secrets_dir=self.secrets / "mount",
                                 limits=service_limits(self.settings, _unpacked_bytes(self.zip_path)))
         self.container = self.client.containers.create(**config)
         self.container.start()
+        if not self.publish:
+            return self
         self.container.reload()
         bound = (self.container.attrs["NetworkSettings"]["Ports"] or {}).get(f"{PORT}/tcp") or []
         if not bound:
@@ -238,12 +274,16 @@ class ServiceContainer:
         self.wait_ready(ready_timeout)
         return self
 
+    def check_running(self) -> None:
+        """DockerUnavailable with the end of its log when the container is no longer running."""
+        self.container.reload()
+        if self.container.status not in ("created", "running"):
+            raise DockerUnavailable(f"the service container exited ({self.container.status}):\n{self.logs()[-3000:]}")
+
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.container.reload()
-            if self.container.status not in ("created", "running"):
-                raise DockerUnavailable(f"the service container exited ({self.container.status}):\n{self.logs()[-3000:]}")
+            self.check_running()
             try:
                 if request(self.host, self.port, "GET", "/readyz", timeout=2.0).status == 200:
                     return
@@ -261,6 +301,10 @@ class ServiceContainer:
 
     def stop(self) -> int | None:
         """SIGTERM and wait (gunicorn drains in-flight requests); its exit code; then removed."""
+        with docker_run.signals_deferred():
+            return self._stop()
+
+    def _stop(self) -> int | None:
         code = None
         try:
             if self.container is not None:
@@ -271,8 +315,9 @@ class ServiceContainer:
         finally:
             if self.client is not None:
                 docker_run.remove_container(self.client, self.name)
-            if self.staging is not None:
-                shutil.rmtree(self.staging, ignore_errors=True)
+            for folder in (self.staging, self.secrets):
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
         return code
 
     def __enter__(self) -> ServiceContainer:

@@ -227,6 +227,23 @@ def interrupt_on_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[list[int]]:
+    """Inside (cleanup: stopping and removing containers), SIGINT, SIGTERM and SIGHUP are noted in
+    the yielded list instead of raised, so a second Ctrl-C or a SIGTERM sent twice (by ``make``
+    and ``timeout`` alike) cannot leave a container or a network behind. Main thread only."""
+    noted: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum))
+                    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield noted
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def remove_container(client, name: str) -> None:
     """Force-remove the container ``name``; a warning naming it when that fails."""
     try:

@@ -2,7 +2,8 @@
 
 ``LocalServer`` binds a listening socket on an ephemeral loopback port itself and hands it to the
 server as ``fd://N`` (gunicorn's inherited-socket bind), so there is no race for a free port;
-then it waits for ``GET /readyz``. ``stop`` sends SIGTERM (gunicorn's graceful shutdown) and
+then it waits for ``GET /readyz``. The service's token is a new one unless given; it reaches the
+server through its environment (never its command line) and ``request`` sends it. ``stop`` sends SIGTERM (gunicorn's graceful shutdown) and
 kills only what does not exit in time.
 """
 
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.common import tokens
 from harness.common.errors import HarnessError
 from harness.common.http_client import Reply, parse_prometheus, request
 from harness.service.settings import ServiceSettings, to_argv
@@ -42,10 +44,12 @@ class LocalServer:
     """The service as a child process on 127.0.0.1 (``python3 -m harness.service.server``)."""
 
     def __init__(self, zip_path: str | os.PathLike, settings: ServiceSettings | None = None, *,
-                 env: dict[str, str] | None = None, workdir: str | os.PathLike | None = None) -> None:
+                 env: dict[str, str] | None = None, workdir: str | os.PathLike | None = None,
+                 token: str | None = None) -> None:
         self.zip_path = Path(zip_path)
         self.settings = settings or ServiceSettings()
         self.env = env or {}
+        self.token = token or tokens.generate()
         self.tmp = Path(tempfile.mkdtemp(prefix="spider-grader-local-", dir=workdir))
         self.log_path = self.tmp / "server.log"
         self.host = "127.0.0.1"
@@ -72,7 +76,7 @@ class LocalServer:
         command = [sys.executable, "-m", "harness.service.server", "--zip", str(self.zip_path),
                    "--bind", f"fd://{listener.fileno()}", "--metrics-dir", str(self.tmp / "metrics"),
                    "--workdir", str(self.tmp), *to_argv(self.settings)]
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1", **self.env}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1", **self.env, tokens.ENV: self.token}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -96,8 +100,14 @@ class LocalServer:
             time.sleep(0.1)
         raise HarnessError(f"the grader service was not ready within {timeout:g} s:\n{self.log_tail()}")
 
-    def request(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
-        return request(self.host, self.port, method, path, body, **kwargs)
+    @property
+    def auth_header(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def request(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None,
+                **kwargs: Any) -> Reply:
+        """One request with the token in its header (``headers`` may replace it)."""
+        return request(self.host, self.port, method, path, body, headers={**self.auth_header, **(headers or {})}, **kwargs)
 
     def metrics(self) -> dict[str, float]:
         reply = self.request("GET", "/metrics")

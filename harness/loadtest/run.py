@@ -21,12 +21,10 @@ import http.client
 import statistics
 import threading
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from harness.common.errors import InputError
-from harness.common.http_client import parse_prometheus, request
+from harness.common.http_client import Endpoint, parse_prometheus
 from harness.loadtest.workload import Probe, calibrate, load_probes, schedule
 
 MiB = 1024 * 1024
@@ -43,11 +41,11 @@ class Outcome:
     detail: str = ""
 
 
-def _send(host: str, port: int, probe: Probe, request_id: str, timeout: float) -> Outcome:
+def _send(endpoint: Endpoint, probe: Probe, request_id: str, timeout: float) -> Outcome:
     started = time.monotonic()
     try:
-        reply = request(host, port, "POST", "/grade", raw=probe.body(), headers={"X-Request-Id": request_id},
-                        timeout=timeout)
+        reply = endpoint.request("POST", "/grade", raw=probe.body(), headers={"X-Request-Id": request_id},
+                                 timeout=timeout)
     except (OSError, http.client.HTTPException) as exc:
         return Outcome(probe.kind, time.monotonic() - started, 0, False, f"{type(exc).__name__}: {exc}")
     seconds = time.monotonic() - started
@@ -61,15 +59,15 @@ def _send(host: str, port: int, probe: Probe, request_id: str, timeout: float) -
 class MemorySampler:
     """Reads each worker's resident memory from /metrics at an interval, in a thread."""
 
-    def __init__(self, host: str, port: int, every: float) -> None:
-        self.host, self.port, self.every = host, port, every
+    def __init__(self, endpoint: Endpoint, every: float) -> None:
+        self.endpoint, self.every = endpoint, every
         self.samples: list[tuple[float, dict[str, float]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
     def sample(self) -> None:
         try:
-            text = request(self.host, self.port, "GET", "/metrics", timeout=10).text
+            text = self.endpoint.request("GET", "/metrics", timeout=10).text
         except (OSError, http.client.HTTPException):
             return  # a missed sample is not a failed request; the next one comes soon
         rss = {k.split('pid="')[1].rstrip('"}'): v for k, v in parse_prometheus(text).items()
@@ -134,14 +132,14 @@ def latency(values: list[float]) -> dict[str, float]:
             "mean_ms": round(statistics.fmean(ms), 2)}
 
 
-def run_phase(host: str, port: int, order: list[Probe], threads: int, *, name: str,
+def run_phase(endpoint: Endpoint, order: list[Probe], threads: int, *, name: str,
               sample_every: float = 1.0, timeout: float = 60.0) -> dict[str, Any]:
     """Send ``order`` with ``threads`` client threads; figures of the phase."""
-    with MemorySampler(host, port, sample_every) as sampler:
+    with MemorySampler(endpoint, sample_every) as sampler:
         started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="load") as pool:
             tag = "".join(c if c.isalnum() else "-" for c in name)  # request ids are [A-Za-z0-9._-]
-            results = list(pool.map(lambda item: _send(host, port, item[1], f"{tag}-{item[0]}", timeout),
+            results = list(pool.map(lambda item: _send(endpoint, item[1], f"{tag}-{item[0]}", timeout),
                                     enumerate(order)))
         elapsed = time.monotonic() - started
     failed = [r for r in results if r.status != 200]
@@ -156,32 +154,28 @@ def run_phase(host: str, port: int, order: list[Probe], threads: int, *, name: s
             "examples": [r.detail for r in (failed + wrong)[:5]], "memory": memory_summary(sampler.samples)}
 
 
-def _calibrate_on(host: str, port: int, probes: dict[str, list[Probe]]) -> dict[str, list[Probe]]:
+def _calibrate_on(endpoint: Endpoint, probes: dict[str, list[Probe]]) -> dict[str, list[Probe]]:
     def grade(probe: Probe) -> tuple[int, Any]:
-        reply = request(host, port, "POST", "/grade", raw=probe.body(), timeout=60)
+        reply = endpoint.request("POST", "/grade", raw=probe.body(), timeout=60)
         return reply.status, reply.json
     return calibrate(probes, grade)
 
 
-def run_load(url: str, eval_path: Path, *, requests: int, threads: int, runaway_every: int,
+def run_load(endpoint: Endpoint, eval_path: Path, *, requests: int, threads: int, runaway_every: int,
              max_rows: int | None = None, sample_every: float = 1.0, seed: int = 7) -> dict[str, Any]:
     """Calibrate, then the two phases; every figure of the run."""
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme != "http" or not parsed.hostname:
-        raise InputError(f"--url {url!r} is not http://HOST:PORT")
-    host, port = parsed.hostname, parsed.port or 80
-    health = request(host, port, "GET", "/health", timeout=10).json or {}
-    probes = _calibrate_on(host, port, load_probes(eval_path, max_rows))
+    health = endpoint.request("GET", "/health", timeout=10).json or {}
+    probes = _calibrate_on(endpoint, load_probes(eval_path, max_rows))
     # Warm every worker (imports, connections, caches) so that memory is compared warm to warm.
-    warm = run_phase(host, port, schedule(probes, max(200, 20 * int(health.get("settings", {}).get("workers", 8))),
-                                          0, seed + 1), threads, name="warm-up", sample_every=sample_every)
-    phases = [run_phase(host, port, schedule(probes, requests, 0, seed), threads, name="mixed",
+    warm = run_phase(endpoint, schedule(probes, max(200, 20 * int(health.get("settings", {}).get("workers", 8))),
+                                        0, seed + 1), threads, name="warm-up", sample_every=sample_every)
+    phases = [run_phase(endpoint, schedule(probes, requests, 0, seed), threads, name="mixed",
                         sample_every=sample_every)]
     if runaway_every:
-        phases.append(run_phase(host, port, schedule(probes, requests, runaway_every, seed), threads,
+        phases.append(run_phase(endpoint, schedule(probes, requests, runaway_every, seed), threads,
                                 name="mixed+runaway", sample_every=sample_every))
-    metrics = parse_prometheus(request(host, port, "GET", "/metrics", timeout=10).text)
-    return {"url": url, "bundle_sha256": (health.get("bundle") or {}).get("sha256"),
+    metrics = parse_prometheus(endpoint.request("GET", "/metrics", timeout=10).text)
+    return {"url": endpoint.url, "bundle_sha256": (health.get("bundle") or {}).get("sha256"),
             "workers": (health.get("settings") or {}).get("workers"),
             "probes": {kind: len(items) for kind, items in probes.items()},
             "runaway_every": runaway_every, "warm_up": {k: warm[k] for k in ("requests", "failed", "wrong_answers")},

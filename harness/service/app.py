@@ -8,6 +8,11 @@
 | ``GET /readyz`` / ``GET /livez`` | 200 once the bundle's data is checked / while the process answers |
 | ``GET /metrics`` | Prometheus text format, summed over the workers |
 
+Every path but health, readiness and liveness needs the service's token (``harness.common.tokens``):
+``Authorization: Bearer TOKEN`` or the path form ``/t/TOKEN/grade``. Without it (or with a wrong
+one) the answer is the same 401, checked before the body is read and for unknown paths too, so an
+unauthenticated client learns nothing of the routes. Logged paths and error messages are redacted.
+
 Every answer that is not a score (bad JSON, a body over the limit, an infrastructure fault of the
 bundle, a worker stopped at its hard limit) is an HTTP error with a JSON body
 (``harness.service.bundle.GradeError.body``), never a ``score``. The application runs inside
@@ -28,6 +33,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from harness.common import tokens
+from harness.common.tokens import TokenCheck
 from harness.service.bundle import GradeError, ServedBundle, ServiceOutcome
 from harness.service.guard import Watchdog
 from harness.service.metrics import CONTENT_TYPE as METRICS_TYPE
@@ -35,7 +42,7 @@ from harness.service.metrics import Metrics
 from harness.service.settings import ServiceSettings
 
 log = logging.getLogger("spider_grader.access")
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
            413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
            503: "Service Unavailable", 504: "Gateway Timeout"}
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -120,6 +127,28 @@ def drain(sock: socket.socket | None, max_bytes: int, idle_s: float = 0.5, total
     return dropped
 
 
+def discard_body(environ: dict, cap: int = 1 << 16, timeout_s: float = 2.0) -> None:
+    """Read and drop a small declared body the service will not use, so the client can read the
+    answer instead of meeting a reset. A larger, chunked or slow one is left unread: the connection
+    closes after the answer, and nobody without the token holds a worker for long."""
+    declared = environ.get("CONTENT_LENGTH") or ""
+    if not declared.isdigit() or not 0 < int(declared) <= cap:
+        return
+    sock = environ.get("gunicorn.socket")
+    try:
+        if sock is not None:
+            sock.settimeout(timeout_s)
+        environ["wsgi.input"].read(int(declared))
+    except OSError:  # slow or gone: the answer is written anyway
+        pass
+    finally:
+        if sock is not None:
+            try:
+                sock.settimeout(None)
+            except OSError:
+                pass
+
+
 def parse_json(body: bytes) -> Any:
     """The body as JSON; 400 naming the problem when it is not UTF-8 JSON."""
     if not body.strip():
@@ -142,10 +171,11 @@ def check_envelope(value: Any, where: str = "the body") -> dict[str, Any]:
 class GraderApp:
     """The WSGI callable. Built once in the arbiter; each forked worker attaches its ``WorkerLink``."""
 
-    def __init__(self, bundle: ServedBundle, settings: ServiceSettings, metrics: Metrics) -> None:
+    def __init__(self, bundle: ServedBundle, settings: ServiceSettings, metrics: Metrics, auth: TokenCheck) -> None:
         self.bundle = bundle
         self.settings = settings
         self.metrics = metrics
+        self.auth = auth
         self.link = WorkerLink()
         self._routes: dict[str, dict[str, Callable[[dict, str], tuple[int, Any]]]] = {
             **{path: {"POST": self._post_grade} for path in GRADE_PATHS},
@@ -159,15 +189,19 @@ class GraderApp:
     # -- WSGI ------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         started = time.monotonic()
-        path, method = environ.get("PATH_INFO") or "/", environ.get("REQUEST_METHOD", "GET")
+        method = environ.get("REQUEST_METHOD", "GET")
+        path, logged_path, authorized = self._authorize(environ)
         given = environ.get("HTTP_X_REQUEST_ID", "")
         request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
         notes: dict[str, Any] = {}
-        grading = path in GRADE_PATHS or path == BATCH_PATH  # a scrape does not count as busy
+        grading = authorized and (path in GRADE_PATHS or path == BATCH_PATH)  # a scrape does not count as busy
         if grading:
             self.metrics.in_flight.inc()
         try:
-            status, payload = self._dispatch(environ, path, method, request_id, notes)
+            if authorized:
+                status, payload = self._dispatch(environ, path, method, request_id, notes)
+            else:
+                status, payload = self._refuse(environ, notes)
         finally:
             if grading:
                 self.metrics.in_flight.dec()
@@ -181,12 +215,43 @@ class GraderApp:
         self.metrics.latency.labels(endpoint).observe(seconds)
         self._after_request()
         log.info("request", extra={"event": "request", "request_id": request_id, "method": method,
-                                   "path": path[:200], "status": status, "ms": round(seconds * 1000, 2), **notes})
+                                   "path": logged_path[:200], "status": status, "ms": round(seconds * 1000, 2), **notes})
         headers = [("Content-Type", ctype), ("Content-Length", str(len(body))), ("X-Request-Id", request_id)]
         if status == 405:
             headers.append(("Allow", ", ".join(self._routes.get(path, {}))))
+        if status == 401:
+            headers.append(("WWW-Authenticate", tokens.REALM))
         start_response(f"{status} {REASONS.get(status, 'Error')}", headers)
         return [body]
+
+    # -- the token ---------------------------------------------------------------------------
+    def _authorize(self, environ: dict) -> tuple[str, str, bool]:
+        """(the route, the path as logged, whether the request may have it).
+
+        The path form is read from the raw request target, so only the literal ``/t/TOKEN`` counts
+        (the token's characters never need percent-encoding); the route is the rest of PATH_INFO.
+        """
+        path = environ.get("PATH_INFO") or "/"
+        given, _rest = tokens.split_path((environ.get("RAW_URI") or path).split("?", 1)[0])
+        if given is not None:
+            prefix = tokens.PATH_PREFIX + given
+            literal = path.startswith(prefix)
+            route = (path[len(prefix):] or "/") if literal else "/"
+            return route, tokens.PATH_PREFIX + tokens.REDACTED + self._redact(route), literal and self.auth.matches(given)
+        if path in tokens.OPEN_PATHS:
+            return path, path, True
+        return path, self._redact(path), self.auth.matches(tokens.bearer(environ.get("HTTP_AUTHORIZATION", "")))
+
+    def _refuse(self, environ: dict, notes: dict[str, Any]) -> tuple[int, Any]:
+        """The one 401, whatever was wrong: no body is used (a small declared one is read and dropped)."""
+        error = GradeError(401, "Unauthorized", "request_error", tokens.UNAUTHORIZED_MESSAGE)
+        discard_body(environ)
+        self._count_error(error)
+        notes.update(error=error.error, outcome=error.outcome)
+        return 401, tokens.unauthorized_body()
+
+    def _redact(self, text: str) -> str:
+        return tokens.redact(text, self.auth.secrets)
 
     def _dispatch(self, environ: dict, path: str, method: str, request_id: str,
                   notes: dict[str, Any]) -> tuple[int, Any]:
@@ -195,11 +260,11 @@ class GraderApp:
         try:
             handlers = self._routes.get(path)
             if handlers is None:
-                raise request_error(404, "NotFound", f"no endpoint {path[:100]!r}: POST /grade or /grade/batch, "
+                raise request_error(404, "NotFound", f"no endpoint {self._redact(path[:100])!r}: POST /grade or /grade/batch, "
                                     "GET /health, /readyz, /livez, /metrics")
             handler = handlers.get(method)
             if handler is None:
-                raise request_error(405, "MethodNotAllowed", f"{method} is not allowed on {path}: use "
+                raise request_error(405, "MethodNotAllowed", f"{self._redact(method[:20])} is not allowed on {self._redact(path[:100])}: use "
                                     f"{', '.join(handlers)}")
             status, payload = handler(environ, request_id)
             if isinstance(payload, dict) and path in GRADE_PATHS + (BATCH_PATH,):

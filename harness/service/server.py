@@ -1,6 +1,6 @@
 """The grader service's process: a gunicorn arbiter with pre-forked sync workers serving ``GraderApp``.
 
-    python3 -m harness.service.server --zip dist/spider-scoring.zip --bind 127.0.0.1:8000 [--workers N ...]
+    python3 -m harness.service.server --zip dist/spider-scoring.zip --bind 127.0.0.1:8000 --token-file FILE [--workers N ...]
 
 Why gunicorn, sync workers: grading is CPU-bound SQLite work of about a millisecond, so one
 request per process at a time is the natural unit; processes (not threads) mean a runaway query
@@ -35,7 +35,9 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from harness.common.errors import HarnessError
+from harness.common import tokens
+from harness.common.errors import HarnessError, InputError
+from harness.common.tokens import TokenCheck
 from harness.service import settings as service_settings
 from harness.service.app import GraderApp, WorkerLink
 from harness.service.bundle import ServedBundle, require_zip
@@ -49,9 +51,20 @@ _RECORD_FIELDS = set(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) |
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object a line: time, level, logger, pid, message, and the record's extra fields."""
+    """One JSON object a line: time, level, logger, pid, message, and the record's extra fields.
+
+    Every line is redacted (``harness.common.tokens.redact``): the service's token and whatever
+    follows ``/t/`` in a path never reach the log, whichever logger (ours or gunicorn's) wrote it.
+    """
+
+    def __init__(self, secrets: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.secrets = tuple(secrets)
 
     def format(self, record: logging.LogRecord) -> str:
+        return tokens.redact(self._format(record), self.secrets)
+
+    def _format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {
             "ts": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(), "logger": record.name, "pid": record.process,
@@ -62,12 +75,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str)
 
 
-def logging_config(level: str = "INFO") -> dict[str, Any]:
-    """dictConfig for gunicorn's loggers and ours: everything as JSON on stderr."""
+def logging_config(level: str = "INFO", secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """dictConfig for gunicorn's loggers and ours: everything as JSON on stderr, ``secrets`` redacted."""
     handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
     logger = {"level": level, "handlers": ["stderr"], "propagate": False}
     return {"version": 1, "disable_existing_loggers": False,
-            "formatters": {"json": {"()": JsonFormatter}}, "handlers": {"stderr": handler},
+            "formatters": {"json": {"()": JsonFormatter, "secrets": tuple(secrets)}}, "handlers": {"stderr": handler},
             # gunicorn's access lines are replaced by the application's own (request id, outcome).
             "loggers": {"gunicorn.error": logger, "spider_grader": logger,
                         "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": False}},
@@ -137,7 +150,7 @@ def gunicorn_options(app: GraderApp, bind: list[str], worker_tmp_dir: str | None
         "max_requests": settings.max_requests, "max_requests_jitter": settings.max_requests_jitter,
         # Request line and headers: small, a grader's requests carry only a few headers.
         "limit_request_line": 4094, "limit_request_fields": 50, "limit_request_field_size": 8190,
-        "accesslog": None, "errorlog": "-", "loglevel": "info", "logconfig_dict": logging_config(),
+        "accesslog": None, "errorlog": "-", "loglevel": "info", "logconfig_dict": logging_config(secrets=app.auth.secrets),
         "control_socket_disable": True,  # no management socket: nothing to write, nothing to attack
         "worker_tmp_dir": worker_tmp_dir, "proc_name": "spider-grader",
         **worker_hooks(app),
@@ -153,12 +166,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for the workers' metric files, emptied at start (default: a new temporary folder)")
     parser.add_argument("--workdir", type=Path, help="where to unpack the bundle (default: the temporary folder)")
     parser.add_argument("--worker-tmp-dir", help="gunicorn's heartbeat files (default: the temporary folder)")
+    parser.add_argument("--token-file", type=Path, metavar="FILE",
+                        help=f"file holding the service's token (default: ${tokens.ENV}; one of the two is required)")
     service_settings.add_arguments(parser)
+
+
+def load_token(token_file: Path | None) -> str:
+    """The token from ``--token-file`` or ``$SPIDER_GRADER_TOKEN``; InputError saying how when neither is given."""
+    token, _source = tokens.from_sources(token_file)
+    if token is None:
+        raise InputError(f"the grader service needs a token: put one in a file and pass --token-file FILE, "
+                         f"or set ${tokens.ENV} (make one with {tokens.NEW_TOKEN_HINT}); "
+                         "`python3 -m harness serve` makes one for you")
+    return token
 
 
 def serve(args: argparse.Namespace) -> int:
     """Load and check the bundle, then run gunicorn until SIGTERM / SIGINT."""
     settings = service_settings.from_args(args)
+    token = load_token(args.token_file)
+    logging.config.dictConfig(logging_config(secrets=(token,)))
     bundle = ServedBundle.load(require_zip(args.zip), args.workdir)
     arbiter_pid = os.getpid()
     try:
@@ -167,7 +194,7 @@ def serve(args: argparse.Namespace) -> int:
         data = bundle.health()
         metrics.describe_bundle(bundle.sha256, data.get("sqlite_version_runtime", ""),
                                 data.get("sqlite_version_built", ""))
-        app = GraderApp(bundle, settings, metrics)
+        app = GraderApp(bundle, settings, metrics, TokenCheck(token))
         log.info("bundle loaded and checked", extra={"event": "bundle_checked", **data})
         options = gunicorn_options(app, args.bind or ["127.0.0.1:8000"], args.worker_tmp_dir)
         _gunicorn_application()(app, options).run()

@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import os
 
+from harness.common import settings_table
 from harness.common.errors import InputError
 
 MiB = 1024 * 1024
@@ -74,10 +75,7 @@ class ServiceSettings:
     graceful_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise InputError(f"service setting {field.name} must be a positive number, got {value!r}")
+        settings_table.check_positive(self, "service")
         if self.max_batch_bytes < self.max_body_bytes:
             raise InputError("service setting max_batch_bytes must be at least max_body_bytes")
 
@@ -92,37 +90,23 @@ class ServiceSettings:
         return max(1, self.max_requests // 10)
 
 
-# Seconds are implied by the flag's help, so "_s" is dropped from the flag's name.
-_FLAGS = {name: "--" + (name[:-2] if name.endswith("_s") else name).replace("_", "-")
-          for name, _unit, _meaning in SETTINGS}
-
-
 def flag(name: str) -> str:
     """The command-line flag of a setting.
 
     >>> flag("envelope_timeout_s"), flag("max_body_bytes")
     ('--envelope-timeout', '--max-body-bytes')
     """
-    return _FLAGS[name]
+    return settings_table.flag_name(name)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per setting, defaulting to the dataclass's default."""
-    defaults = ServiceSettings()
-    fields = {f.name: f for f in dataclasses.fields(ServiceSettings)}
-    for name, unit, meaning in SETTINGS:
-        kind = float if fields[name].type in ("float", float) else int
-        # A default computed from the machine (workers) is described in the meaning, not printed:
-        # help text (and the README generated from it) must not depend on where it was produced.
-        computed = fields[name].default is dataclasses.MISSING
-        text = meaning if computed else f"{meaning} (default: {getattr(defaults, name)})"
-        parser.add_argument(flag(name), dest=name, type=kind, default=getattr(defaults, name),
-                            metavar=unit.upper().replace(" ", "_"), help=text.replace("%", "%%"))
+    settings_table.add_flags(parser, ServiceSettings, SETTINGS)
 
 
 def from_args(args: argparse.Namespace) -> ServiceSettings:
     """The settings the flags of ``add_arguments`` give (InputError on a bad value)."""
-    return ServiceSettings(**{name: getattr(args, name) for name, _u, _m in SETTINGS})
+    return settings_table.from_flags(args, ServiceSettings, SETTINGS)
 
 
 def to_argv(settings: ServiceSettings) -> list[str]:
