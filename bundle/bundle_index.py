@@ -128,10 +128,10 @@ class BundleData:
         return self._checked_path(f"database {db_id!r}", entry)
 
     def _checked_path(self, label: str, entry: dict) -> str:
-        path = os.path.join(self.root, "data", entry["file"])
-        found = self._checked.get(path)
+        found = self._checked.get(entry["file"])
         if found is not None:
             return found
+        path = os.path.join(self.root, "data", entry["file"])
         try:
             with open(path, "rb") as handle:
                 digest = hashlib.sha256(handle.read()).hexdigest()
@@ -142,7 +142,7 @@ class BundleData:
             raise DatabaseUnavailableError(f"{label} at {path} differs from the one indexed "
                                            "(SHA-256 mismatch): the bundle is corrupt, rebuild it")
         with self._lock:
-            self._checked[path] = path
+            self._checked[entry["file"]] = path
         return path
 
     def neighbour_entries(self, resolved: Resolved, limits: Limits) -> list[tuple[str, str, str, dict | None]]:

@@ -98,25 +98,38 @@ def _flatten_text(value: object, out: list[str], budget: list[int], depth: int =
             _flatten_text(item, out, budget, depth + 1)
 
 
+def _first(sources: tuple[Mapping, ...], keys: tuple[str, ...], types: tuple[type, ...]) -> str | None:
+    """The first of ``keys`` (in that order) holding a value of ``types``, in the first source that has one."""
+    for hints in sources:
+        if hints:
+            for key in keys:
+                value = hints.get(key)
+                if isinstance(value, types):
+                    return str(value)
+    return None
+
+
 def _row_call(completion: object, source: Mapping, limits: Limits, extra_prompt: object = None) -> RowCall | None:
     """The RowCall for ``completion`` with gold and hints from ``source``; None when it has no gold."""
     gold, gold_value = _gold(source)
     if not gold or not gold.strip():
         return None
-    extra: Mapping = source["extra_info"] if isinstance(source.get("extra_info"), dict) else {}
-    hint_sources: tuple[Mapping, ...] = (extra, source, gold_value if isinstance(gold_value, dict) else {})
-    db_id = next((str(h[k]) for h in hint_sources for k in DB_KEYS if isinstance(h.get(k), str)), None)
-    row_id = next((str(h[k]) for h in hint_sources for k in ROW_KEYS if isinstance(h.get(k), (str, int))), None)
+    extra = source.get("extra_info")
+    hint_sources: tuple[Mapping, ...] = (extra if isinstance(extra, dict) else {}, source,
+                                         gold_value if isinstance(gold_value, dict) else {})
     texts: list[str] = []
     budget = [limits.max_prompt_chars]
     for hints in hint_sources:
-        for key in PROMPT_KEYS:
-            if hints.get(key) is not None:
-                _flatten_text(hints[key], texts, budget)
+        if hints:
+            for key in PROMPT_KEYS:
+                value = hints.get(key)
+                if value is not None:
+                    _flatten_text(value, texts, budget)
     if extra_prompt is not None:
         _flatten_text(extra_prompt, texts, budget)
     text = message_text(completion)
-    return RowCall(text if text is not None else "", gold, db_id, row_id, "\n".join(texts) or None)
+    return RowCall(text if text is not None else "", gold, _first(hint_sources, DB_KEYS, (str,)),
+                   _first(hint_sources, ROW_KEYS, (str, int)), "\n".join(texts) or None)
 
 
 def read_call(kwargs: Mapping, limits: Limits | None = None) -> RowCall:
