@@ -43,6 +43,7 @@ from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.sql_compare import bag_shape, compare, normalize_rows
 from bundle.verify import verify
 from harness.commands import bench_budget, bench_neighbours
+from harness.commands.bench_budget import best_of
 from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data
@@ -73,14 +74,6 @@ def stage_dev_bundle(spider: Path, dest: Path, limit: int) -> list[dict]:
     bundle_data.write_bundle_data(dest, index_rows, dbs)
     return keep
 
-
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def bench_calls(root: Path, rows: list[dict], repeat: int) -> dict:
@@ -116,17 +109,17 @@ def bench_calls(root: Path, rows: list[dict], repeat: int) -> dict:
         gold = data.gold_result(resolved, limits)
         raw = guard.run_query(resolved.path, sql, limits, budget_steps=limits.budget_floor_steps,
                               wall_s=limits.wall_guard_s)
-        series["ours"].append(_best(lambda: reward.compute_score(**kwargs), repeat))
-        series["warm"].append(_best(lambda: conn.execute(sql).fetchall(), repeat))
-        series["prepared"].append(_best(lambda: fresh.execute(sql).fetchall(), repeat))
-        series["cold"].append(_best(cold, repeat))
-        series["args"].append(_best(lambda: data.gold_result(data.resolve(entry.read_call(kwargs).gold, row["db_id"]),
+        series["ours"].append(best_of(lambda: reward.compute_score(**kwargs), repeat))
+        series["warm"].append(best_of(lambda: conn.execute(sql).fetchall(), repeat))
+        series["prepared"].append(best_of(lambda: fresh.execute(sql).fetchall(), repeat))
+        series["cold"].append(best_of(cold, repeat))
+        series["args"].append(best_of(lambda: data.gold_result(data.resolve(entry.read_call(kwargs).gold, row["db_id"]),
                                                              limits), repeat))
-        series["extract"].append(_best(lambda: extract.extract(sql), repeat))
-        series["query"].append(_best(lambda: guard.run_query(resolved.path, sql, limits,
+        series["extract"].append(best_of(lambda: extract.extract(sql), repeat))
+        series["query"].append(best_of(lambda: guard.run_query(resolved.path, sql, limits,
                                                              budget_steps=limits.budget_floor_steps,
                                                              wall_s=limits.wall_guard_s), repeat))
-        series["compare"].append(_best(lambda: compare.compare(gold.shape, compare.normalize_rows(raw.rows),
+        series["compare"].append(best_of(lambda: compare.compare(gold.shape, compare.normalize_rows(raw.rows),
                                                                len(raw.columns)), repeat))
     ours = series["ours"]
     ratio = {k: [o / b for o, b in zip(ours, series[k])] for k in ("warm", "prepared", "cold")}

@@ -61,7 +61,8 @@ def calibrate(golds: list[tuple[str, str, Path]], limits: Limits = DEFAULT_LIMIT
     }, steps
 
 
-def _best(fn: Callable[[], object], repeat: int) -> float:
+def best_of(fn: Callable[[], object], repeat: int) -> float:
+    """The least wall time of ``repeat`` calls of ``fn``: the figure least disturbed by other work."""
     best = float("inf")
     for _ in range(repeat):
         started = time.perf_counter()
@@ -75,7 +76,7 @@ def counting_overhead(pairs: list[tuple[str, Path]], repeat: int, limits: Limits
     silent = limits.replace(progress_steps=2**31 - 1)  # no query here reaches it: the handler is never called
 
     def total(lim: Limits) -> float:
-        return sum(_best(lambda: sql_guard.run_query(str(db), sql, lim, budget_steps=limits.gold_max_steps,
+        return sum(best_of(lambda: sql_guard.run_query(str(db), sql, lim, budget_steps=limits.gold_max_steps,
                                                      wall_s=limits.wall_guard_s), repeat) for sql, db in pairs)
 
     total(limits)  # warm: connections open, pages cached
