@@ -159,7 +159,7 @@ class BundleData:
         stored = self._neighbour_results.get(resolved.db_id, {}).get(resolved.gold)
         if not entries or stored is None:
             return []
-        usable = self.stored_results_usable and limits.float_digits == self.digits
+        usable = self._stored_usable(limits)
         out = []
         for i, (entry, result) in enumerate(zip(entries, stored)):
             if result is None:
@@ -177,13 +177,17 @@ class BundleData:
         """
         key = (resolved.sha256, resolved.gold, limits.float_digits)
         found = self.cache.peek(key)
-        if found is not None or not self.stored_results_usable or limits.float_digits != self.digits:
+        if found is not None or not self._stored_usable(limits):
             return found
         data = self._stored_results.get(resolved.db_id, {}).get(resolved.gold)
         found = gold_results.from_json(data) if data is not None else None
         if found is not None:
             self.cache.put(key, found)
         return found
+
+    def _stored_usable(self, limits: Limits) -> bool:
+        """Whether results stored at build time hold here: same SQLite version, same number rounding."""
+        return self.stored_results_usable and limits.float_digits == self.digits
 
     # -- rows --------------------------------------------------------------------------------
     def resolve(self, gold: str, db_id: str | None = None, row_id: str | None = None,

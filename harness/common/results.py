@@ -30,9 +30,6 @@ from harness.common.files import atomic_write_bytes
 from harness.common.jsonl import read_jsonl
 from harness.common.outcomes import OUTCOMES, Outcome
 
-FIELDS = ("row_id", "db_id", "question", "gold", "completion", "sql", "score", "outcome", "detail")
-OPTIONAL_FIELDS = ("original_score", "decided_on")
-
 
 @dataclasses.dataclass(frozen=True)
 class RowResult:
@@ -53,6 +50,11 @@ class RowResult:
         return self.score is not None
 
 
+# The fields every line of a results file carries; the others have defaults (files from before
+# neighbour databases lack them).
+FIELDS = tuple(f.name for f in dataclasses.fields(RowResult) if f.default is dataclasses.MISSING)
+
+
 def write_results(path: str | os.PathLike, results: Iterable[RowResult]) -> None:
     lines = [json.dumps(dataclasses.asdict(r), ensure_ascii=False, sort_keys=True) for r in results]
     atomic_write_bytes(path, ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
@@ -68,17 +70,20 @@ def read_results(path: str | os.PathLike) -> list[RowResult]:
         missing = [f for f in FIELDS if f not in data]
         if missing:
             raise InputError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
-        score = data["score"]
-        if score is not None and (not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0):
-            raise InputError(f"{path}:{number}: score {score!r} is not null or a number in [0, 1]")
+        score = _score(data["score"], "score", path, number)
         if data["outcome"] not in OUTCOMES:
             raise InputError(f"{path}:{number}: outcome {data['outcome']!r} is not one of {', '.join(OUTCOMES)}")
         if data["row_id"] in seen:
             raise InputError(f"{path}:{number}: row {data['row_id']!r} appears twice")
         seen.add(data["row_id"])
-        original = data.get("original_score", score)
-        if original is not None and (not isinstance(original, (int, float)) or not 0.0 <= original <= 1.0):
-            raise InputError(f"{path}:{number}: original_score {original!r} is not null or a number in [0, 1]")
+        original = _score(data.get("original_score", score), "original_score", path, number)
         out.append(RowResult(**{f: data[f] for f in FIELDS}, original_score=original,
                              decided_on=str(data.get("decided_on", "original"))))
     return out
+
+
+def _score(value: object, name: str, path: Path, number: int) -> float | None:
+    """``value`` when it is null or a number in [0, 1]; else InputError naming the line."""
+    if value is not None and (not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0):
+        raise InputError(f"{path}:{number}: {name} {value!r} is not null or a number in [0, 1]")
+    return value

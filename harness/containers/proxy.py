@@ -29,7 +29,7 @@ import docker.errors
 
 from harness.common.errors import DockerUnavailable, InputError
 from harness.containers import trainer as docker_run
-from harness.containers.service import image_tag
+from harness.containers.service import image_tag, write_context
 from harness.containers.trainer import RunLimits
 from harness.proxy.nginx_conf import CONFIG_DIR, LISTEN_PORT
 
@@ -134,10 +134,7 @@ def build_context(dest: Path, debs: list[Path]) -> dict[str, bytes]:
     files = {"proxy.Dockerfile": DOCKERFILE.read_bytes()}
     files.update({f"debs/{d.name}": d.read_bytes() for d in debs})
     files.update({p.relative_to(ROOT).as_posix(): p.read_bytes() for p in proxy_sources()})
-    for name, data in files.items():
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_bytes(data)
-    return files
+    return write_context(dest, files)
 
 
 def ensure_image(client, base_image: str = docker_run.DEFAULT_BASE_IMAGE, say: Callable[[str], None] = print) -> str:

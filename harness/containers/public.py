@@ -175,16 +175,8 @@ class PublicService:
             return self._stop()
 
     def _stop(self) -> tuple[int | None, int | None]:
-        code = None
-        try:
-            if self.container is not None:
-                self.container.stop(timeout=int(self.settings.graceful_timeout_s) + 5)
-                code = int(self.container.wait(timeout=30).get("StatusCode", -1))
-        except Exception as exc:  # noqa: BLE001 - removal below still happens
-            self.say(f"warning: stopping {self.name} failed ({exc})")
-        finally:
-            if self.client is not None:
-                docker_run.remove_container(self.client, self.name)
+        code = docker_run.stop_and_remove(self.client, self.container, self.name, self.settings.graceful_timeout_s,
+                                          self.say)
         grader_code = self.grader.stop()
         try:
             if self.network is not None:

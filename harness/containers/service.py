@@ -149,6 +149,11 @@ def build_context(dest: Path, wheels: list[Path]) -> dict[str, bytes]:
              "service-install-wheels.py": INSTALLER.read_bytes()}
     files.update({f"wheels/{w.name}": w.read_bytes() for w in wheels})
     files.update({p.relative_to(ROOT).as_posix(): p.read_bytes() for p in service_sources()})
+    return write_context(dest, files)
+
+
+def write_context(dest: Path, files: dict[str, bytes]) -> dict[str, bytes]:
+    """Write a build context's ``files`` (relative name -> bytes) into ``dest``; return them."""
     for name, data in files.items():
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_bytes(data)
@@ -305,20 +310,13 @@ class ServiceContainer:
             return self._stop()
 
     def _stop(self) -> int | None:
-        code = None
         try:
-            if self.container is not None:
-                self.container.stop(timeout=int(self.settings.graceful_timeout_s) + 5)
-                code = int(self.container.wait(timeout=30).get("StatusCode", -1))
-        except Exception as exc:  # stopping failed: removal below still happens
-            self.say(f"warning: stopping {self.name} failed ({exc})")
+            return docker_run.stop_and_remove(self.client, self.container, self.name,
+                                              self.settings.graceful_timeout_s, self.say)
         finally:
-            if self.client is not None:
-                docker_run.remove_container(self.client, self.name)
             for folder in (self.staging, self.secrets):
                 if folder is not None:
                     shutil.rmtree(folder, ignore_errors=True)
-        return code
 
     def __enter__(self) -> ServiceContainer:
         try:

@@ -244,6 +244,22 @@ def signals_deferred() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
+def stop_and_remove(client, container, name: str, grace_s: float, say: Callable[[str], None]) -> int | None:
+    """SIGTERM ``container`` (``grace_s`` to finish in-flight work), wait for its exit code, then
+    force-remove it whatever happened; the exit code, None when it could not be read."""
+    code = None
+    try:
+        if container is not None:
+            container.stop(timeout=int(grace_s) + 5)
+            code = int(container.wait(timeout=30).get("StatusCode", -1))
+    except Exception as exc:  # noqa: BLE001 - stopping failed: removal below still happens
+        say(f"warning: stopping {name} failed ({exc})")
+    finally:
+        if client is not None:
+            remove_container(client, name)
+    return code
+
+
 def remove_container(client, name: str) -> None:
     """Force-remove the container ``name``; a warning naming it when that fails."""
     try:

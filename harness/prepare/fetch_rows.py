@@ -93,8 +93,7 @@ class FetchStats:
     waited_s: float = 0.0
 
     def as_dict(self) -> dict:
-        return {"pages_fetched": self.pages_fetched, "pages_cached": self.pages_cached,
-                "files_read": self.files_read, "retries": self.retries, "waited_s": round(self.waited_s, 3)}
+        return {**dataclasses.asdict(self), "waited_s": round(self.waited_s, 3)}
 
 
 class RowSource(Protocol):
