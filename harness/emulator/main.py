@@ -31,13 +31,15 @@ from harness.common.bundle_loader import load_bundle
 from harness.common.completions import read_completions
 from harness.common.errors import HarnessError
 from harness.common.layout import Prepared, require
-from harness.common.rows import read_split
+from harness.common.results import RowResult
+from harness.common.rows import SplitRow, read_split
 from harness.emulator import checks, grader_job, reward_job
 
 Say = Callable[[str], None]
 
 
-def _environment() -> dict:
+def environment() -> dict:
+    """Where a job ran: Python, SQLite and platform (part of every job's document)."""
     return {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version, "platform": platform.platform()}
 
 
@@ -52,7 +54,7 @@ def job_verify(zip_path: Path, data: Prepared, *, watch: list[Path] | None = Non
                                      workers=threads, max_mutated_golds=max_mutated_golds, say=say)
             sha = loaded.sha256
     return {"sha256": sha, "checks": [dataclasses.asdict(c) for c in done],
-            "passed": all(c.passed for c in done), "seconds": time.monotonic() - started, **_environment()}
+            "passed": all(c.passed for c in done), "seconds": time.monotonic() - started, **environment()}
 
 
 def job_reward(zip_path: Path, data: Prepared, completions_path: Path | None, *, prompts_per_step: int = 8,
@@ -69,20 +71,30 @@ def job_reward(zip_path: Path, data: Prepared, completions_path: Path | None, *,
         stats = reward_job.reward_steps(loaded, rows, groups, function=function, prompts_per_step=prompts_per_step,
                                         steps=steps, threads=threads, say=say)
     return {"steps": [dataclasses.asdict(s) for s in stats], "summary": reward_job.reward_summary(stats),
-            **_environment()}
+            **environment()}
+
+
+def eval_inputs(data: Prepared, completions_path: Path) -> tuple[list[SplitRow], list[str]]:
+    """The eval split's rows and one completion for each, in row order (what a grader job grades)."""
+    rows = read_split(require(data.split("eval"), "the eval split"), "eval")
+    return rows, read_completions(completions_path).one_per_row([r.id for r in rows])
+
+
+def grader_document(results: list[RowResult], started: float, **extra: object) -> dict:
+    """A grader job's document: per-row results, the evaluation summary (timed from ``started``), ``extra``."""
+    summary = grader_job.grader_summary(results)
+    summary["seconds"] = time.monotonic() - started
+    return {"results": [dataclasses.asdict(r) for r in results], "summary": summary, **extra, **environment()}
 
 
 def job_grader(zip_path: Path, data: Prepared, completions_path: Path, *, function: str = "grader",
                say: Say = lambda line: None) -> dict:
     """One grader call per eval row (harness.emulator.grader_job), with the evaluation summary."""
-    rows = read_split(require(data.split("eval"), "the eval split"), "eval")
-    completions = read_completions(completions_path).one_per_row([r.id for r in rows])
+    rows, completions = eval_inputs(data, completions_path)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grader-") as run_dir, load_bundle(zip_path, run_dir) as loaded:
         results = grader_job.grade_split(loaded, rows, completions, function=function, say=say)
-    summary = grader_job.grader_summary(results)
-    summary["seconds"] = time.monotonic() - started
-    return {"results": [dataclasses.asdict(r) for r in results], "summary": summary, **_environment()}
+    return grader_document(results, started)
 
 
 def build_parser() -> argparse.ArgumentParser:

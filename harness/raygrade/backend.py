@@ -31,11 +31,11 @@ from typing import Any, TextIO
 
 import harness
 from harness.common.bundle_loader import load_bundle
-from harness.common.completions import read_completions
 from harness.common.errors import HarnessError, InputError
-from harness.common.layout import Prepared, require
-from harness.common.rows import SplitRow, read_split
-from harness.emulator.grader_job import check_inputs, grader_summary
+from harness.common.layout import Prepared
+from harness.common.rows import SplitRow
+from harness.emulator.grader_job import check_inputs
+from harness.emulator.main import eval_inputs, grader_document
 from harness.raygrade.env import ray_environment
 from harness.raygrade.pool import Progress, plan_shards, run_pool
 from harness.raygrade.worker import ShardGrader, remove_run_folder
@@ -150,13 +150,10 @@ def grade_split_ray(zip_path: Path, rows: list[SplitRow], completions: list[str]
 def job_grader(zip_path: Path, data: Prepared, completions_path: Path, *, function: str = "grader",
                options: RayOptions = RayOptions(), say=lambda line: None, progress_stream: TextIO | None = None) -> dict:
     """harness.emulator.main.job_grader's document, graded on Ray; its figures under ``"ray"``."""
-    from harness.emulator.main import _environment
-    rows = read_split(require(data.split("eval"), "the eval split"), "eval")
-    completions = read_completions(completions_path).one_per_row([r.id for r in rows])
+    rows, completions = eval_inputs(data, completions_path)
     started = time.monotonic()
     results, figures = grade_split_ray(zip_path, rows, completions, function=function, options=options,
                                        progress_stream=progress_stream)
-    summary = grader_summary(results)
-    say(summary["line"])
-    summary["seconds"] = time.monotonic() - started
-    return {"results": [dataclasses.asdict(r) for r in results], "summary": summary, "ray": figures, **_environment()}
+    document = grader_document(results, started, ray=figures)
+    say(document["summary"]["line"])
+    return document
