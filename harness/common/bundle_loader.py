@@ -96,11 +96,13 @@ def _set_read_only(root: Path) -> None:
         os.chmod(folder, 0o555)
 
 
-def _set_writable(root: Path) -> None:
-    for folder, dirs, _files in os.walk(root):
+def remove_unpacked(root: str | Path) -> None:
+    """Remove a folder that holds unpacked bundles, which the loader made read-only."""
+    for folder, dirs, _files in os.walk(str(root)):
         os.chmod(folder, 0o755)
         for name in dirs:
             os.chmod(os.path.join(folder, name), 0o755)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclasses.dataclass
@@ -155,8 +157,7 @@ class LoadedBundle:
         if os.environ.get("TRAINER_BUNDLE_ROOT") == str(self.root):
             del os.environ["TRAINER_BUNDLE_ROOT"]
         if self.workdir is not None and self.workdir.exists():
-            _set_writable(self.workdir)
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            remove_unpacked(self.workdir)
 
     def __enter__(self) -> LoadedBundle:
         return self
@@ -210,8 +211,7 @@ def load_bundle(zip_path: str | os.PathLike, workdir: str | os.PathLike | None =
         sys.dont_write_bytecode = True  # a read-only folder; the trainer would not write .pyc either
         import_package(root, package)
     except BaseException:
-        _set_writable(owned)
-        shutil.rmtree(owned, ignore_errors=True)
+        remove_unpacked(owned)
         raise
     return loaded
 

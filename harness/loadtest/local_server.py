@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.common import tokens
+from harness.common.bundle_loader import remove_unpacked
 from harness.common.errors import HarnessError
 from harness.common.http_client import Reply, parse_prometheus, request
 from harness.service.settings import ServiceSettings, to_argv
@@ -137,9 +137,7 @@ class LocalServer:
 
     def cleanup(self) -> None:
         """Remove the temporary folder (log, metrics, any unpacked bundle left by a killed server)."""
-        for folder, _dirs, _files in os.walk(self.tmp):
-            os.chmod(folder, 0o755)  # the unpacked bundle is read-only on purpose
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        remove_unpacked(self.tmp)  # the unpacked bundle is read-only on purpose
 
     def __enter__(self) -> LocalServer:
         return self.start() if self.process is None else self

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from harness.common.bundle_loader import LoadedBundle, load_bundle
+from harness.common.bundle_loader import LoadedBundle, load_bundle, remove_unpacked
 from harness.common.rows import SplitRow
 from harness.emulator.grader_job import grade_rows
 
@@ -35,12 +35,7 @@ def run_folder(run: str) -> Path:
 
 def remove_run_folder(run: str) -> None:
     """Remove a run's unpacked copies on this machine (the loader made them read-only)."""
-    folder = run_folder(run)
-    for path, dirs, _files in os.walk(folder):
-        os.chmod(path, 0o755)
-        for name in dirs:
-            os.chmod(os.path.join(path, name), 0o755)
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_unpacked(run_folder(run))
 
 
 class ShardGrader:
