@@ -22,10 +22,11 @@ from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.verify import gold_result
 
 
-def spider_golds(spider: Path) -> list[tuple[str, str, Path]]:
-    """(db_id, gold, database file) for every distinct gold of train and dev whose database is present."""
+def spider_golds(spider: Path, names: tuple[str, ...] = ("train_spider.json", "dev.json")) -> list[tuple[str, str, Path]]:
+    """(db_id, gold, database file) for every distinct gold of the files ``names`` (default train
+    and dev) whose database is present, in the order they first appear."""
     seen: dict[tuple[str, str], Path] = {}
-    for name in ("train_spider.json", "dev.json"):
+    for name in names:
         path = spider / name
         if not path.is_file():
             continue

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bundle import scoring_entry
 from bundle.verify import Neighbour, verify
+from harness.commands.bench_budget import spider_golds
 from harness.common import mutate
 from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data, job, pack, splits
@@ -70,12 +71,10 @@ def default_splits(spider: Path, work: Path) -> dict:
 
 
 def _golds(spider: Path, names: tuple[str, ...]) -> dict[str, list[str]]:
+    """db_id -> its distinct golds in the files ``names``, in the order they first appear."""
     found: dict[str, list[str]] = collections.defaultdict(list)
-    for name in names:
-        for row in json.loads((spider / name).read_text(encoding="utf-8")):
-            path = spider / "database" / row["db_id"] / f"{row['db_id']}.sqlite"
-            if path.is_file() and row["query"] not in found[row["db_id"]]:
-                found[row["db_id"]].append(row["query"])
+    for db_id, gold, _path in spider_golds(spider, names):
+        found[db_id].append(gold)
     return dict(sorted(found.items()))
 
 
