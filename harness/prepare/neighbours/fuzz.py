@@ -30,7 +30,7 @@ import sqlite3
 from pathlib import Path
 
 from harness.prepare.neighbours import values as value_pools
-from harness.prepare.neighbours.schema import Column, Schema, Table
+from harness.prepare.neighbours.schema import Column, Schema, Table, quote
 
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "north", "south", "river", "stone", "green")
 
@@ -48,10 +48,6 @@ def _num(value: object) -> float:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return 0.0
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 class Fuzzer:
@@ -185,8 +181,8 @@ class Fuzzer:
             for table in self.schema.in_key_order():
                 rows = self._rows(table, generated, rng)
                 marks = ", ".join("?" * len(table.columns))
-                conn.executemany(f"INSERT OR IGNORE INTO {_quote(table.name)} VALUES ({marks})", rows)
-                generated[table.name] = conn.execute(f"SELECT * FROM {_quote(table.name)}").fetchall()
+                conn.executemany(f"INSERT OR IGNORE INTO {quote(table.name)} VALUES ({marks})", rows)
+                generated[table.name] = conn.execute(f"SELECT * FROM {quote(table.name)}").fetchall()
             for extra in self.schema.extras:
                 conn.execute(extra)
             conn.execute("COMMIT")

@@ -127,7 +127,8 @@ class Schema:
         return order
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
+    """``name`` as an SQL identifier in double quotes."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -157,14 +158,14 @@ def read_schema(path: str | Path) -> Schema:
 
 
 def _read_table(conn: sqlite3.Connection, name: str, sql: str) -> Table:
-    info = conn.execute(f"PRAGMA table_info({_quote(name)})").fetchall()
+    info = conn.execute(f"PRAGMA table_info({quote(name)})").fetchall()
     columns = [Column(r[1], r[2] or "", bool(r[3]), int(r[5])) for r in info]
-    for fk in conn.execute(f"PRAGMA foreign_key_list({_quote(name)})").fetchall():
+    for fk in conn.execute(f"PRAGMA foreign_key_list({quote(name)})").fetchall():
         parent, child_col, parent_col = fk[2], fk[3], fk[4]
         match = [c for c in columns if c.name.lower() == str(child_col).lower()]
         if match and match[0].references is None:
             match[0].references = (parent, parent_col or child_col)
-    rows = conn.execute(f"SELECT * FROM {_quote(name)}").fetchall()
+    rows = conn.execute(f"SELECT * FROM {quote(name)}").fetchall()
     table = Table(name, sql, columns, rows, "WITHOUT ROWID" in sql.upper())
     for i, col in enumerate(columns):
         col.values = [row[i] for row in rows]
