@@ -1,7 +1,7 @@
 """A bounded load test of the grader service, from this process, over loopback.
 
 Two phases over the same server: ``mixed`` (correct, wrong and hostile completions of the eval
-rows) and ``mixed+runaway`` (the same, with a query that only the bundle's deadline stops in every
+rows) and ``mixed+runaway`` (the same, with a query that only the bundle's step budget stops in every
 ``--runaway-every``-th request). Each request is one HTTP connection from a pool of
 ``--threads`` client threads. Every answer is checked against the one the same envelope got
 alone (``harness.loadtest.workload.calibrate``): a failed request (transport error or non-200) and

@@ -34,7 +34,8 @@ from harness.common.rows import SplitRow, read_split
 from harness.emulator.hostile import load_cases
 
 KINDS = ("correct", "wrong", "hostile", "runaway")
-# The runaway completion: counts forever; only the bundle's step budget (about 2 s here) stops it.
+# The runaway completion: counts forever; only the bundle's step budget stops it (0.6 s
+# on a quiet 2-core machine, 2026-12-01; longer when workers share the cores).
 RUNAWAY_SQL = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
 # Mix of the ordinary requests (the runaway ones are placed separately, every Nth request).
 DEFAULT_MIX = {"correct": 0.4, "wrong": 0.4, "hostile": 0.2}

@@ -29,7 +29,8 @@ from pathlib import Path
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 LOCK_FILE = ".metrics.lock"  # not *.db: never read as metrics
-# Latency buckets: a grade takes about a millisecond; the bundle's deadline is 2 s.
+# Latency buckets: a grade takes about a millisecond; a runaway stops at its step budget (about 0.6 s
+# on the development machine, 2026-12-01), the bundle's wall-clock guard at 30 s.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 

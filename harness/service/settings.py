@@ -3,8 +3,9 @@
 The service's layers of protection, from the inside out:
 
 1. the bundle's own step budget (``SPIDER_SCORING_BUDGET_FLOOR_STEPS``, 50 million SQLite VM steps,
-   about 2 s here): SQLite's progress handler stops a runaway query in-process; the worker answers
-   ``prediction_over_budget`` (the same answer at any load) and carries on;
+   0.6 s on a quiet 2-core machine, 2026-12-01; longer when workers share cores): SQLite's progress
+   handler stops a runaway query in-process; the worker answers ``prediction_over_budget`` (the
+   same answer at any load) and carries on;
 2. ``envelope_timeout_s``: a watchdog thread in each worker answers 504 and kills the worker when
    one envelope takes longer (a single SQLite step such as a huge in-memory sort is not counted by
    the budget; so is a machine too loaded to do the budget's work in time); the arbiter forks a
@@ -35,12 +36,13 @@ MiB = 1024 * 1024
 
 
 def default_workers() -> int:
-    """Eight workers per core, 2 to 32. A runaway query holds its worker up to the bundle's 2 s
-    deadline, so the worker count bounds how many can be in flight before quick requests queue for
-    a free worker. Measured on 2 cores, real Spider eval, a runaway in every 100th request, 32
-    clients: 4 workers 174 req/s with p99 1.8 s, 8 workers 306 req/s with p99 1.1 s, 16 workers
-    493 req/s with p99 0.13 s; without runaways 16 workers lose about a quarter of the peak
-    throughput of 4 (1,670 against 2,300 req/s). A worker costs about 37 MiB when idle."""
+    """Eight workers per core, 2 to 32. A runaway query holds its worker until the bundle stops it
+    (at its step budget now; at a 2 s deadline when the figures below were measured), so the worker
+    count bounds how many can be in flight before quick requests queue for a free worker. Measured
+    on 2 cores, real Spider eval, a runaway in every 100th request, 32 clients: 4 workers 174 req/s
+    with p99 1.8 s, 8 workers 306 req/s with p99 1.1 s, 16 workers 493 req/s with p99 0.13 s;
+    without runaways 16 workers lose about a quarter of the peak throughput of 4 (1,670 against
+    2,300 req/s). A worker costs about 37 MiB when idle."""
     return max(2, min(32, 8 * (os.cpu_count() or 1)))
 
 
