@@ -22,8 +22,10 @@ per process to learn its rows and steps again.
 
 Row -> database rule (README, "Which database a row is scored on"):
 
-1. ``db_id`` given by the caller (``extra_info``): that database; its stored golds must include the
-   row's gold, else the row is stale.
+1. ``db_id`` given by the caller (``extra_info``, a column, or the row of a ``row_id``): that
+   database, when its stored golds include the row's gold. A hint that disagrees (another
+   database, or one not in the bundle) is set aside with a ``HintIgnoredWarning`` and the rules
+   below decide, as if no hint had been passed.
 2. Otherwise the gold text (whitespace-insensitive, trailing ``;`` ignored) names the databases
    it is stored under. One: that one. None: the row is stale (StaleBundleError).
 3. Several (Spider repeats a few gold texts across databases): the database whose every schema
@@ -40,15 +42,16 @@ import json
 import os
 import sqlite3
 import threading
+import warnings
 from collections.abc import Mapping
 
 try:
     from . import gold_results
-    from .scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError
+    from .scoring_errors import BundleDataError, DatabaseUnavailableError, HintIgnoredWarning, RowResolutionError, StaleBundleError
     from .scoring_limits import DEFAULT_LIMITS, Limits
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
-    from scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError  # type: ignore[no-redef]
+    from scoring_errors import BundleDataError, DatabaseUnavailableError, HintIgnoredWarning, RowResolutionError, StaleBundleError  # type: ignore[no-redef]
     from scoring_limits import DEFAULT_LIMITS, Limits  # type: ignore[no-redef]
 
 INDEX_FORMAT = "spider-scoring-index"
@@ -197,16 +200,13 @@ class BundleData:
         if row_id is not None and str(row_id) in self.rows_by_id:
             db_id = db_id or self.rows_by_id[str(row_id)]["db_id"]
         if db_id is not None:
-            if db_id not in self.databases:
-                raise StaleBundleError(f"database {db_id!r} is not in this bundle; rebuild and push "
-                                       "the bundle together with the dataset")
             stored = self._golds_by_db.get(db_id, {}).get(key)
-            if stored is None:
-                raise StaleBundleError(_stale_message(gold, f"under database {db_id!r}"))
-            return self._resolved(db_id, stored)
+            if stored is not None:
+                return self._resolved(db_id, stored)
         candidates = self._dbs_by_gold.get(key)
         if not candidates:
-            raise StaleBundleError(_stale_message(gold, "anywhere"))
+            where = "anywhere" if db_id is None else f"under database {db_id!r} nor any other"
+            raise StaleBundleError(_stale_message(gold, where))
         if len(candidates) > 1 and prompt:
             lines = {" ".join(line.split()) for line in prompt.splitlines()}
             fitting = [d for d in candidates
@@ -216,9 +216,13 @@ class BundleData:
         if len(candidates) > 1:
             raise RowResolutionError(
                 f"gold {_short(gold)!r} is stored under {len(candidates)} databases ({', '.join(candidates)}) "
-                "and nothing passed tells them apart: pass extra_info={'db_id': ...} or the prompt with "
-                "its schema lines, or rebuild the splits with prepare's default (shared golds left out)"
+                f"and nothing passed tells them apart{_hint_note(db_id)}: pass extra_info={{'db_id': ...}} or the "
+                "prompt with its schema lines, or rebuild the splits with prepare's default (shared golds left out)"
             )
+        if db_id is not None:
+            warnings.warn(f"spider-scoring: the db_id hint {db_id!r} does not hold gold {_short(gold)!r}; scored on "
+                          f"{candidates[0]!r}, the database that stores it. Fix the dataset's db_id column (a hint "
+                          "is only a hint)", HintIgnoredWarning, stacklevel=2)
         return self._resolved(candidates[0], self._golds_by_db[candidates[0]][key])
 
     def describe(self) -> dict:
@@ -236,6 +240,10 @@ class BundleData:
 def _short(text: str, n: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _hint_note(db_id: str | None) -> str:
+    return "" if db_id is None else f" (the db_id hint {db_id!r} holds no such gold)"
 
 
 def _stale_message(gold: str, where: str) -> str:

@@ -3,13 +3,13 @@
 ``compute_score(...)`` takes the envelope (``input, output, expected``) or the verl keywords and
 returns 1.0 or 0.0; ``grade(...)`` returns the same score with the outcome and an explanation
 (the shape an ``http:`` grader answers with). Infrastructure faults raise a typed error: the
-example is unscored, never a silent 0.0 or 1.0.
+example is unscored, never a silent 0.0 or 1.0. Both survive pickling (bundle_package.EntryPoint).
 """
 
 from __future__ import annotations
 
 try:
-    from . import scoring_entry
+    from . import bundle_package, scoring_batch, scoring_entry
 except ImportError:  # loaded as a file with no parent package (verl's custom_reward_function.path)
     import importlib.util as _util
     import os as _os
@@ -18,16 +18,22 @@ except ImportError:  # loaded as a file with no parent package (verl's custom_re
                                           _os.path.join(_os.path.dirname(_os.path.realpath(__file__)), "bundle_package.py"))
     _loader = _util.module_from_spec(_spec)  # type: ignore[arg-type]
     _spec.loader.exec_module(_loader)  # type: ignore[union-attr]
+    bundle_package = _loader.sibling(__file__, "bundle_package")
+    scoring_batch = _loader.sibling(__file__, "scoring_batch")
     scoring_entry = _loader.sibling(__file__, "scoring_entry")
 
+_entry_point = bundle_package.entry_point(__file__)
 
-def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs) -> float:
+
+@_entry_point
+def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs):
     """Score one evaluation example; see the module docstring."""
     kwargs.update(data_source=data_source, solution_str=solution_str, ground_truth=ground_truth,
                   extra_info=extra_info)
-    return scoring_entry.score_kwargs(kwargs)
+    return scoring_batch.compute_score(kwargs)
 
 
+@_entry_point
 def grade(**kwargs) -> dict:
     """``{"score", "outcome", "explanation", "sql", "original_score", "decided_on", "neighbours_checked"}``.
 

@@ -1,19 +1,23 @@
 """GRPO reward: execution match of a rollout's SQL against the row's gold query, once per rollout.
 
-Entry points:
+Entry points (each survives ``pickle`` and ``cloudpickle`` into a process that has the unpacked
+bundle at the same path: bundle_package.EntryPoint):
 
-* ``compute_score(...)``: verl keywords (``data_source, solution_str, ground_truth, extra_info``)
-  or the envelope (``input, output, expected``); returns 1.0 (same rows as the gold) or 0.0.
+* ``compute_score(...)``: verl keywords (``data_source, solution_str, ground_truth, extra_info``),
+  verl's batch form (``solution_strs=[...]``..., one score per item) or the envelope (``input,
+  output, expected``); returns 1.0 (same rows as the gold) or 0.0, or with ``outcome_fields=True``
+  a dict of the score and its outcome (scoring_batch);
 * ``trl_reward(completions, **columns)``: TRL's batched form, one float (or None) per completion.
 
 Model mistakes score 0.0. Infrastructure faults (stale bundle, missing database, failing gold)
-raise a ``scoring_errors.ScoringInfrastructureError`` subclass whose message says what to do.
+raise a ``scoring_errors.ScoringInfrastructureError`` subclass whose message says what to do from
+``compute_score``; ``trl_reward`` gives that completion None and warns (``UnscoredWarning``).
 """
 
 from __future__ import annotations
 
 try:
-    from . import scoring_entry
+    from . import bundle_package, scoring_batch, scoring_entry
 except ImportError:  # loaded as a file with no parent package (verl's custom_reward_function.path)
     import importlib.util as _util
     import os as _os
@@ -22,14 +26,19 @@ except ImportError:  # loaded as a file with no parent package (verl's custom_re
                                           _os.path.join(_os.path.dirname(_os.path.realpath(__file__)), "bundle_package.py"))
     _loader = _util.module_from_spec(_spec)  # type: ignore[arg-type]
     _spec.loader.exec_module(_loader)  # type: ignore[union-attr]
+    bundle_package = _loader.sibling(__file__, "bundle_package")
+    scoring_batch = _loader.sibling(__file__, "scoring_batch")
     scoring_entry = _loader.sibling(__file__, "scoring_entry")
 
+_entry_point = bundle_package.entry_point(__file__)
 
-def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs) -> float:
-    """Score one rollout; see the module docstring."""
+
+@_entry_point
+def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs):
+    """Score one rollout (or verl's batch of them); see the module docstring."""
     kwargs.update(data_source=data_source, solution_str=solution_str, ground_truth=ground_truth,
                   extra_info=extra_info)
-    return scoring_entry.score_kwargs(kwargs)
+    return scoring_batch.compute_score(kwargs)
 
 
 def _is_column(values: object, size: int) -> bool:
@@ -42,14 +51,18 @@ def _is_column(values: object, size: int) -> bool:
         return False
 
 
-def trl_reward(completions, prompts=None, **columns) -> list:
-    """TRL reward function: one score per completion; None where the row carries no gold.
+@_entry_point
+def trl_reward(completions, prompts=None, log_metric=None, log_extra=None, **columns) -> list:
+    """TRL reward function: one score per completion; None where the row carries no gold or cannot be scored.
 
     Only the completions TRL passes are scored; a dataset column is never read as a completion
     (one named ``output`` or ``solution_str`` is ignored). Columns are sequences aligned with
     ``completions``; the gold is the first of ground_truth, expected, gold, reference, solution,
     answer, query, sql given, else the last assistant message of ``messages``; ``db_id`` and
-    ``extra_info`` columns are hints.
+    ``extra_info`` columns are hints. Identical completions of one row are scored once. A
+    completion the bundle cannot score gets None and an ``UnscoredWarning``; the others are scored.
+    With TRL's ``log_metric`` / ``log_extra``, the batch's outcome shares and each completion's
+    outcome and explanation are logged (scoring_batch.report).
 
     >>> trl_reward(["SELECT 1"], ground_truth=[None])
     [None]
@@ -57,9 +70,11 @@ def trl_reward(completions, prompts=None, **columns) -> list:
     size = len(completions)
     aligned = {name: values for name, values in columns.items() if _is_column(values, size)}
     have_prompts = prompts is not None and _is_column(prompts, size)
-    scores = []
+    calls = []
     for i, completion in enumerate(completions):
         row = {name: values[i] for name, values in aligned.items()}
-        call = scoring_entry.read_trl_row(completion, row, prompts[i] if have_prompts else None)
-        scores.append(None if call is None else float(scoring_entry.score_call(call).score))  # type: ignore[arg-type]
-    return scores
+        calls.append(scoring_batch.read_or_fault(scoring_entry.read_trl_row, completion, row,
+                                                 prompts[i] if have_prompts else None))
+    scored = scoring_batch.score_calls(calls)
+    scoring_batch.report(scored, log_metric, log_extra)
+    return [item.score for item in scored]

@@ -48,23 +48,47 @@ class RowCall:
     prompt: str | None = None
 
 
+MAX_NESTING = 8  # lists and messages a completion or gold may be wrapped in (a chat is 2: list, message)
+
+
 def message_text(value: object) -> str | None:
     """Text of a completion or gold given as a string, a message dict or a list of messages.
 
+    A message's ``content`` may be a list of parts (``{"type": "text", "text": ...}``, as TRL and
+    OpenAI-style clients send): its text parts are joined with newlines, other parts ignored.
+    Nesting deeper than ``MAX_NESTING`` (or a list that contains itself) is CallArgumentsError.
+
     >>> message_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "SELECT 1"}])
     'SELECT 1'
+    >>> message_text([{"role": "assistant", "content": [{"type": "text", "text": "SELECT 2"}]}])
+    'SELECT 2'
     """
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        for key in ("content", "text") + GOLD_KEYS:
-            if isinstance(value.get(key), str):
-                return value[key]
-        return None
-    if isinstance(value, (list, tuple)) and value:
+    for _depth in range(MAX_NESTING + 1):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):
+            content = value.get("content")
+            if isinstance(content, (list, tuple)):
+                return _parts_text(content)
+            for key in ("content", "text") + GOLD_KEYS:
+                if isinstance(value.get(key), str):
+                    return value[key]
+            return None
+        if not isinstance(value, (list, tuple)) or not value:
+            return None
+        if all(isinstance(m, dict) and "type" in m and "role" not in m for m in value):
+            return _parts_text(value)
         assistant = [m for m in value if isinstance(m, dict) and m.get("role") == "assistant"]
-        return message_text(assistant[-1] if assistant else value[-1])
-    return None
+        value = assistant[-1] if assistant else value[-1]
+    raise CallArgumentsError(f"a completion or gold is nested more than {MAX_NESTING} lists or messages deep "
+                             "(or contains itself): pass a string, a message {'role', 'content'} or a list of them")
+
+
+def _parts_text(parts: list | tuple) -> str | None:
+    """The text parts of a message's content, joined with newlines (None when it has none)."""
+    texts = [p["text"] for p in parts if isinstance(p, dict) and p.get("type", "text") == "text"
+             and isinstance(p.get("text"), str)]
+    return "\n".join(texts) if texts else None
 
 
 def _assistant_text(messages: object) -> str | None:
@@ -218,8 +242,3 @@ def _load_neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resol
             data.cache.put(key, found)
         out.append(verify_mod.Neighbour(name, path, found))
     return tuple(out)
-
-
-def score_kwargs(kwargs: Mapping) -> float:
-    """compute_score's body: a float in [0, 1] for the model's answer, or a typed error."""
-    return float(score_call(read_call(kwargs)).score)  # type: ignore[arg-type]

@@ -73,3 +73,15 @@ class CallArgumentsError(ScoringInfrastructureError):
 
     exit_code = 26
     code = "call_arguments"
+
+
+class UnscoredWarning(RuntimeWarning):
+    """A completion was left unscored (None) by a batch entry point; the message names the outcome.
+
+    Python shows each distinct message once per process by default; ``warnings.simplefilter("error",
+    UnscoredWarning)`` turns them into exceptions, ``"ignore"`` silences them.
+    """
+
+
+class HintIgnoredWarning(UserWarning):
+    """A hint the caller passed (``db_id``) disagreed with the bundle; the row was resolved without it."""

@@ -51,6 +51,21 @@ def test_no_exit_code_means_two_things():
     [],
     None,
     42,
-], ids=["text", "a message", "chat messages", "no assistant message", "empty list", "none", "a number"])
+    [{"role": "assistant", "content": [{"type": "text", "text": "SELECT"}, {"type": "image"}, {"type": "text", "text": "4"}]}],
+    [{"type": "text", "text": "SELECT 5"}],
+    {"role": "assistant", "content": [{"type": "image"}]},
+], ids=["text", "a message", "chat messages", "no assistant message", "empty list", "none", "a number",
+        "content as parts", "a list of parts", "parts without text"])
 def test_the_harness_reads_a_completion_as_the_bundle_does(value):
     assert message_text(value) == scoring_entry.message_text(value)
+
+
+def test_both_readers_refuse_a_completion_nested_beyond_reason():
+    deep: object = "SELECT 1"
+    for _ in range(9):
+        deep = [deep]
+    with pytest.raises(errors.InputError, match="nested more than 8"):
+        message_text(deep)
+    with pytest.raises(scoring_errors.CallArgumentsError, match="nested more than 8"):
+        scoring_entry.message_text(deep)
+    assert message_text(deep[0]) == scoring_entry.message_text(deep[0]) == "SELECT 1"  # type: ignore[index]

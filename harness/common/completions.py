@@ -25,22 +25,39 @@ _TEXT_KEYS = ("completion", "output", "prediction", "response", "generated")
 _ID_KEYS = ("row_id", "id")
 
 
+MAX_NESTING = 8  # as the bundle's scoring_entry.MAX_NESTING
+
+
 def message_text(value: object) -> str | None:
-    """Text of a completion given as a string, a message dict (``content``) or a list of chat
-    messages (the last assistant message counts); None when it holds no text. The bundle reads its
-    arguments the same way (scoring_entry.message_text; tests/test_vocabulary.py holds them equal).
+    """Text of a completion given as a string, a message dict (``content``, a string or a list of
+    parts ``{"type": "text", "text": ...}`` joined with newlines) or a list of chat messages (the
+    last assistant message counts); None when it holds no text. The bundle reads its arguments the
+    same way (scoring_entry.message_text; tests/test_vocabulary.py holds them equal). Nesting deeper
+    than ``MAX_NESTING`` (or a list holding itself) is an InputError.
 
     >>> message_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "SELECT 1"}])
     'SELECT 1'
     """
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return value["content"]
-    if isinstance(value, list) and value:
+    for _depth in range(MAX_NESTING + 1):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):
+            content = value.get("content")
+            return _parts_text(content) if isinstance(content, list) else content if isinstance(content, str) else None
+        if not isinstance(value, list) or not value:
+            return None
+        if all(isinstance(m, dict) and "type" in m and "role" not in m for m in value):
+            return _parts_text(value)
         assistant = [m for m in value if isinstance(m, dict) and m.get("role") == "assistant"]
-        return message_text(assistant[-1] if assistant else value[-1])
-    return None
+        value = assistant[-1] if assistant else value[-1]
+    raise InputError(f"a completion is nested more than {MAX_NESTING} lists or messages deep (or holds itself): "
+                     "write a string, a message {\"role\", \"content\"} or a list of them")
+
+
+def _parts_text(parts: list) -> str | None:
+    texts = [p["text"] for p in parts if isinstance(p, dict) and p.get("type", "text") == "text"
+             and isinstance(p.get("text"), str)]
+    return "\n".join(texts) if texts else None
 
 
 @dataclasses.dataclass(frozen=True)

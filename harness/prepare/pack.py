@@ -40,6 +40,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "gold_results.py",
     "grader.py",
     "reward.py",
+    "scoring_batch.py",
     "scoring_entry.py",
     "scoring_errors.py",
     "scoring_limits.py",

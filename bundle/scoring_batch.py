@@ -1,0 +1,161 @@
+"""Batches of completions (TRL's reward call, verl's batch form) and verl's outcome fields.
+
+* **Duplicates are scored once.** A verdict is a pure function of (completion, row, bundle), and
+  a GRPO group often repeats a completion: identical ``RowCall``s (completion text, gold, hints,
+  prompt) within one batch share one verdict.
+* **One call's fault never costs the others.** A completion the bundle cannot score (a typed
+  ``ScoringInfrastructureError``: stale row, missing database, failing gold, the wall guard) gets
+  ``None`` and an ``UnscoredWarning`` naming the outcome; the rest of the batch is scored. Only
+  an interface that can take nothing but a number (verl's ``compute_score``) raises instead.
+* **Telemetry.** ``shares`` gives, per batch, the share of each outcome (``spider/no_query``...),
+  of completions decided on a neighbour database and of duplicates; ``trl_reward`` hands them to
+  TRL's ``log_metric`` and each completion's outcome and explanation to ``log_extra``.
+* **verl.** ``compute_score`` takes the single form (``solution_str=``...) or the batch form of
+  verl's ``batch`` reward manager (``solution_strs=[...]``...: one score per item). With
+  ``outcome_fields=True`` (verl: ``reward.custom_reward_function.reward_kwargs``) each score is a
+  dict ``{"score", "acc", "outcome", "explanation", "decided_on", "decided_on_neighbour"}`` that
+  verl puts in ``reward_extra_info``; the default stays a float.
+
+>>> scored = [Scored(1.0, "match", ""), Scored(None, "no_gold", ""), Scored(0.0, "no_query", "", reused=True)]
+>>> shares(scored)["spider/no_query"], shares(scored)["spider/reused"]
+(0.333333, 0.333333)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+
+try:
+    from . import scoring_entry
+    from . import verify as verify_mod
+    from .scoring_errors import CallArgumentsError, ScoringInfrastructureError, UnscoredWarning
+except ImportError:  # run as a standalone file
+    import scoring_entry  # type: ignore[no-redef]
+    import verify as verify_mod  # type: ignore[no-redef]
+    from scoring_errors import CallArgumentsError, ScoringInfrastructureError, UnscoredWarning  # type: ignore[no-redef]
+
+NO_GOLD = "no_gold"  # the row carries no gold: None, and not the bundle's outcome
+OUTCOMES = verify_mod.OUTCOMES + (NO_GOLD,)
+METRIC_PREFIX = "spider/"
+BATCH_KEYS = ("data_sources", "solution_strs", "ground_truths", "extra_infos")  # verl's batch reward manager
+DETAIL_SETTING = "outcome_fields"
+
+
+@dataclasses.dataclass(frozen=True)
+class Scored:
+    """One completion's answer in a batch: ``score`` None when unscored (``outcome`` says why)."""
+
+    score: float | None
+    outcome: str
+    explanation: str
+    decided_on: str = "original"
+    reused: bool = False  # a duplicate of an earlier completion of the batch: its verdict reused
+    error: ScoringInfrastructureError | None = None
+
+    @property
+    def on_neighbour(self) -> bool:
+        return self.decided_on not in ("original", "test suite")
+
+    def fields(self) -> dict:
+        """The dict verl's managers put in ``reward_extra_info`` (the same keys for every item)."""
+        return {"score": self.score, "acc": self.score, "outcome": self.outcome, "explanation": self.explanation,
+                "decided_on": self.decided_on, "decided_on_neighbour": float(self.on_neighbour)}
+
+
+def read_or_fault(read: Callable[..., scoring_entry.RowCall | None], *args: object) -> scoring_entry.RowCall | Scored | None:
+    """What ``read(*args)`` gives, or the unscored answer for arguments it cannot read."""
+    try:
+        return read(*args)
+    except ScoringInfrastructureError as exc:
+        return _fault(exc)
+
+
+def score_calls(calls: Sequence[scoring_entry.RowCall | Scored | None]) -> list[Scored]:
+    """One ``Scored`` per call (None: no gold), each distinct call scored once; faults unscored."""
+    seen: dict[scoring_entry.RowCall, Scored] = {}
+    out: list[Scored] = []
+    for call in calls:
+        if call is None:
+            out.append(Scored(None, NO_GOLD, "the row carries no gold query"))
+        elif isinstance(call, Scored):
+            out.append(call)
+        elif call in seen:
+            out.append(dataclasses.replace(seen[call], reused=True))
+        else:
+            seen[call] = found = _score(call)
+            out.append(found)
+    return out
+
+
+def _score(call: scoring_entry.RowCall) -> Scored:
+    try:
+        return _from_verdict(scoring_entry.score_call(call))
+    except ScoringInfrastructureError as exc:
+        return _fault(exc)
+
+
+def _from_verdict(verdict: verify_mod.Verdict) -> Scored:
+    return Scored(float(verdict.score), verdict.outcome, verdict.detail, verdict.decided_on)  # type: ignore[arg-type]
+
+
+def _fault(exc: ScoringInfrastructureError) -> Scored:
+    warnings.warn(f"spider-scoring: a completion is unscored ({exc.outcome}, {exc.code}): {exc}", UnscoredWarning,
+                  stacklevel=2)
+    return Scored(None, exc.outcome, f"{type(exc).__name__}: {exc}", error=exc)
+
+
+def shares(scored: Sequence[Scored]) -> dict[str, float]:
+    """``spider/<outcome>`` for every outcome (zeros included, so averages over steps stay true),
+    ``spider/decided_on_neighbour`` and ``spider/reused``: shares of the batch, 6 digits."""
+    total = len(scored) or 1
+    counts = collections.Counter(s.outcome for s in scored)
+    out = {METRIC_PREFIX + name: counts[name] / total for name in OUTCOMES}
+    out[METRIC_PREFIX + "decided_on_neighbour"] = sum(s.on_neighbour for s in scored) / total
+    out[METRIC_PREFIX + "reused"] = sum(s.reused for s in scored) / total
+    return {name: round(value, 6) for name, value in out.items()}
+
+
+def report(scored: Sequence[Scored], log_metric: object = None, log_extra: object = None) -> None:
+    """Hand the batch's telemetry to TRL's ``log_metric`` / ``log_extra`` when it passed them."""
+    if callable(log_metric):
+        for name, value in shares(scored).items():
+            log_metric(name, value)
+    if callable(log_extra):
+        log_extra("spider_outcome", [s.outcome for s in scored])
+        log_extra("spider_explanation", [s.explanation for s in scored])
+
+
+def compute_score(kwargs: dict) -> object:
+    """verl's ``compute_score``: a float (or the outcome fields), one per item in the batch form.
+
+    A fault raises its typed error (after an ``UnscoredWarning``): verl's interface takes only a
+    number, and docs/integrations.md names the managers that would turn the error into 0.0.
+    """
+    detailed = bool(kwargs.pop(DETAIL_SETTING, False))
+    if any(kwargs.get(key) is not None for key in BATCH_KEYS):
+        scored = score_calls([scoring_entry.read_call(item) for item in _batch_items(kwargs)])
+        for item in scored:
+            if item.error is not None:
+                raise item.error
+        return [item.fields() if detailed else item.score for item in scored]
+    try:
+        verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs))
+    except ScoringInfrastructureError as exc:
+        _fault(exc)
+        raise
+    if detailed:
+        return _from_verdict(verdict).fields()
+    return float(verdict.score)  # type: ignore[arg-type]
+
+
+def _batch_items(kwargs: Mapping) -> list[dict]:
+    """verl's plural keyword lists as one keyword dict per item (the other keywords shared)."""
+    lists = {key: kwargs[key] for key in BATCH_KEYS if kwargs.get(key) is not None}
+    sizes = {key: len(values) for key, values in lists.items()}
+    if "solution_strs" not in lists or len(set(sizes.values())) != 1:
+        raise CallArgumentsError(f"verl's batch form needs solution_strs and lists of one length, got {sizes}")
+    shared = {key: value for key, value in kwargs.items() if key not in BATCH_KEYS and value is not None}
+    return [dict(shared, **{key[:-1]: values[i] for key, values in lists.items()}) for i in range(sizes["solution_strs"])]
