@@ -225,3 +225,20 @@ def test_a_batch_past_its_deadline_answers_the_rest_unscored(sample_zip, row):
         assert (first["score"], first["outcome"]) == (0.0, "prediction_over_budget")
         assert [(r["error"], r["status"]) for r in rest] == [("RequestDeadline", 504)] * 3
         assert not any("score" in r for r in rest) and reply.json["unscored"] == 3
+
+
+def test_an_envelope_over_the_hard_limit_costs_a_batch_only_itself_and_those_after_it(sample_zip, row):
+    # The runaway never ends on its own (LONG_DEADLINE); the envelopes around it take milliseconds.
+    settings = ServiceSettings(workers=1, envelope_timeout_s=3.0)
+    with LocalServer(sample_zip, settings, env=LONG_DEADLINE) as server:
+        before = server.workers()
+        batch = [envelope(row, row.gold), envelope(row, "SELECT 1"), envelope(row, RUNAWAY_SQL), envelope(row, row.gold)]
+        reply = server.request("POST", "/grade/batch", {"envelopes": batch}, timeout=120)
+        assert reply.status == 200  # not a 504 for the whole batch: each envelope answers for itself
+        done, wrong, stuck, after = reply.json["results"]
+        assert (done["score"], done["outcome"], wrong["outcome"]) == (1.0, "match", "mismatch")
+        assert (stuck["error"], stuck["status"]) == ("WorkerTimeout", 504) and "score" not in stuck
+        assert (after["error"], after["status"]) == ("WorkerStopped", 503) and "score" not in after
+        assert (reply.json["scored"], reply.json["unscored"]) == (2, 2)
+        assert_replaced(server, before[0], 1)
+        assert server.request("POST", "/grade", envelope(row, row.gold)).json["outcome"] == "match"

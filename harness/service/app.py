@@ -4,12 +4,14 @@
 |---|---|
 | ``POST /grade`` (also ``POST /``) | one envelope ``{"input", "output", "expected"}`` -> ``{"score", "outcome", "explanation", "sql"}`` |
 | ``POST /grade/batch`` | ``{"envelopes": [...]}`` (or a bare list) -> ``{"results": [...], "counts", "scored", "unscored"}`` |
+| ``POST /openrlhf`` | OpenRLHF's ``{"query", "prompts", "labels"}`` -> ``{"rewards", "scores", "extra_logs"}`` (service.openrlhf) |
 | ``GET /health`` | bundle SHA-256, SQLite versions (runtime and build), data summary, worker pid |
 | ``GET /readyz`` / ``GET /livez`` | 200 once the bundle's data is checked / while the process answers |
 | ``GET /metrics`` | Prometheus text format, summed over the workers |
 
 Every path but health, readiness and liveness needs the service's token (``harness.common.tokens``):
-``Authorization: Bearer TOKEN`` or the path form ``/t/TOKEN/grade``. Without it (or with a wrong
+``Authorization: Bearer TOKEN`` or the path form ``/t/TOKEN/grade`` (``/t/TOKEN/openrlhf`` for
+OpenRLHF, which sends no header). Without it (or with a wrong
 one) the answer is the same 401, checked before the body is read and for unknown paths too, so an
 unauthenticated client learns nothing of the routes. Logged paths and error messages are redacted.
 
@@ -30,13 +32,14 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from harness.common import tokens
 from harness.common.tokens import TokenCheck
+from harness.service import openrlhf
 from harness.service.bundle import GradeError, ServedBundle, ServiceOutcome
-from harness.service.guard import Watchdog
+from harness.service.guard import Partial, Watchdog
 from harness.service.metrics import CONTENT_TYPE as METRICS_TYPE
 from harness.service.metrics import Metrics
 from harness.service.settings import ServiceSettings
@@ -48,6 +51,7 @@ REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 GRADE_PATHS = ("/", "/grade")
 BATCH_PATH = "/grade/batch"
+GRADING_PATHS = GRADE_PATHS + (BATCH_PATH, openrlhf.PATH)
 
 
 class HttpError(Exception):
@@ -168,6 +172,24 @@ def check_envelope(value: Any, where: str = "the body") -> dict[str, Any]:
     return value
 
 
+def batch_answer(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The body of ``/grade/batch``: each envelope's answer, and the counts."""
+    counts: dict[str, int] = {}
+    for item in results:
+        counts[item["outcome"]] = counts.get(item["outcome"], 0) + 1
+    scored = sum(1 for item in results if "score" in item)
+    return {"results": results, "counts": counts, "scored": scored, "unscored": len(results) - scored}
+
+
+def _partial(answer: Callable[[list[dict[str, Any]]], dict[str, Any]], done: list[dict[str, Any]], left: int) -> Partial:
+    """What the watchdog answers if the envelope being graded now is stopped (see ``_grade_each``)."""
+    def build(timeout_body: dict[str, Any]) -> dict[str, Any]:
+        not_graded = GradeError(503, "WorkerStopped", "infrastructure_error", "not graded: an earlier envelope of "
+                                "this batch went over the hard limit and its worker was stopped; send this one again")
+        return answer(list(done) + [timeout_body] + [not_graded.body()] * left)
+    return build
+
+
 class GraderApp:
     """The WSGI callable. Built once in the arbiter; each forked worker attaches its ``WorkerLink``."""
 
@@ -180,6 +202,7 @@ class GraderApp:
         self._routes: dict[str, dict[str, Callable[[dict, str], tuple[int, Any]]]] = {
             **{path: {"POST": self._post_grade} for path in GRADE_PATHS},
             BATCH_PATH: {"POST": self._post_batch},
+            openrlhf.PATH: {"POST": self._post_openrlhf},
             "/health": {"GET": self._get_health},
             "/readyz": {"GET": self._get_ready},
             "/livez": {"GET": lambda environ, rid: (200, {"status": "alive", "pid": os.getpid()})},
@@ -194,7 +217,7 @@ class GraderApp:
         given = environ.get("HTTP_X_REQUEST_ID", "")
         request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
         notes: dict[str, Any] = {}
-        grading = authorized and (path in GRADE_PATHS or path == BATCH_PATH)  # a scrape does not count as busy
+        grading = authorized and path in GRADING_PATHS  # a scrape does not count as busy
         if grading:
             self.metrics.in_flight.inc()
         try:
@@ -260,15 +283,15 @@ class GraderApp:
         try:
             handlers = self._routes.get(path)
             if handlers is None:
-                raise request_error(404, "NotFound", f"no endpoint {self._redact(path[:100])!r}: POST /grade or /grade/batch, "
-                                    "GET /health, /readyz, /livez, /metrics")
+                raise request_error(404, "NotFound", f"no endpoint {self._redact(path[:100])!r}: POST /grade, /grade/batch "
+                                    "or /openrlhf, GET /health, /readyz, /livez, /metrics")
             handler = handlers.get(method)
             if handler is None:
                 raise request_error(405, "MethodNotAllowed", f"{self._redact(method[:20])} is not allowed on {self._redact(path[:100])}: use "
                                     f"{', '.join(handlers)}")
             status, payload = handler(environ, request_id)
-            if isinstance(payload, dict) and path in GRADE_PATHS + (BATCH_PATH,):
-                notes.update({k: payload[k] for k in ("outcome", "counts") if k in payload})
+            if isinstance(payload, dict) and path in GRADING_PATHS:
+                notes.update({k: payload[k] for k in ("outcome", "counts", "unscored") if k in payload})
             return status, payload
         except HttpError as exc:
             self._count_error(exc.error)
@@ -301,14 +324,41 @@ class GraderApp:
         items = data.get("envelopes") if isinstance(data, dict) else data
         if not isinstance(items, list):
             raise request_error(400, "InvalidBatch", 'send {"envelopes": [envelope, ...]} or a JSON list of envelopes')
-        if len(items) > self.settings.max_batch_items:
-            raise request_error(413, "BatchTooLarge", f"{len(items)} envelopes, over the limit of "
-                                f"{self.settings.max_batch_items} a batch: split it")
+        self._check_batch_size(len(items))
         envelopes = [check_envelope(item, f"envelope {i}") for i, item in enumerate(items)]
+        return 200, batch_answer(self._grade_each(environ, request_id, envelopes, batch_answer))
+
+    def _post_openrlhf(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        data = parse_json(read_body(environ, self.settings.max_batch_bytes))
+        try:
+            envelopes = openrlhf.envelopes(data)
+        except openrlhf.RequestShapeError as exc:
+            raise request_error(400, "InvalidOpenRLHFRequest", str(exc)) from None
+        self._check_batch_size(len(envelopes))
+        def answer(results: list[dict[str, Any]]) -> dict[str, Any]:
+            return openrlhf.answer(results, self.bundle.outcomes)
+        return 200, answer(self._grade_each(environ, request_id, envelopes, answer))
+
+    def _check_batch_size(self, size: int) -> None:
+        if size > self.settings.max_batch_items:
+            raise request_error(413, "BatchTooLarge", f"{size} envelopes, over the limit of "
+                                f"{self.settings.max_batch_items} a batch: split it")
+
+    def _grade_each(self, environ: dict, request_id: str, items: Sequence[dict[str, Any] | GradeError],
+                    answer: Callable[[list[dict[str, Any]]], dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each envelope's own answer, in order: one envelope's fault is that item's, not the batch's.
+
+        An envelope past the hard limit stops the worker (the watchdog); the answer then still goes
+        out per envelope: those done, that one's timeout, the rest not graded (``partial``).
+        """
         deadline = time.monotonic() + self.settings.request_timeout_s
         results: list[dict[str, Any]] = []
-        for envelope in envelopes:
+        for i, item in enumerate(items):
             self.link.notify()  # a long batch is not a stuck worker
+            if isinstance(item, GradeError):
+                self._count_error(item)
+                results.append(item.body())
+                continue
             if time.monotonic() > deadline:
                 error = GradeError(504, "RequestDeadline", "infrastructure_error", "not graded: the batch's deadline of "
                                    f"{self.settings.request_timeout_s:g} s passed first; send it again")
@@ -316,17 +366,14 @@ class GraderApp:
                 results.append(error.body())
                 continue
             if self.link.watchdog is not None:
-                self.link.watchdog.arm(environ.get("gunicorn.socket"), self.settings.envelope_timeout_s, request_id)
+                self.link.watchdog.arm(environ.get("gunicorn.socket"), self.settings.envelope_timeout_s, request_id,
+                                       partial=_partial(answer, results, len(items) - i - 1))
             try:
-                results.append(self._grade_one(envelope))
-            except HttpError as exc:  # one envelope's fault is that item's answer, not the batch's
+                results.append(self._grade_one(item))
+            except HttpError as exc:
                 self._count_error(exc.error)
                 results.append(exc.error.body())
-        counts: dict[str, int] = {}
-        for item in results:
-            counts[item["outcome"]] = counts.get(item["outcome"], 0) + 1
-        scored = sum(1 for item in results if "score" in item)
-        return 200, {"results": results, "counts": counts, "scored": scored, "unscored": len(results) - scored}
+        return results
 
     def _grade_one(self, envelope: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -30,6 +30,9 @@ from typing import Any
 
 from harness.common import errors
 
+# What a request in parts (a batch) answers when the watchdog stops it: the 504 body in, the whole body out.
+Partial = Callable[[dict[str, Any]], dict[str, Any]]
+
 # Exit status of a worker ended by the watchdog (the project's exit-code table): gunicorn halts the
 # whole server on 3 and 4 (boot / app-load errors), so those are avoided; 70 is EX_SOFTWARE.
 WATCHDOG_EXIT = errors.WATCHDOG_EXIT
@@ -64,6 +67,7 @@ class Watchdog:
         self._sock: socket.socket | None = None
         self._request_id = ""
         self._limit_s = 0.0
+        self._partial: Partial | None = None
         self._on_fire = on_fire
         self._exit = exit
         self._thread: threading.Thread | None = None
@@ -77,18 +81,22 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, name="grader-watchdog", daemon=True)
         self._thread.start()
 
-    def arm(self, sock: socket.socket | None, seconds: float, request_id: str = "") -> None:
-        """Watch the request on ``sock``: it must be disarmed within ``seconds`` from now."""
+    def arm(self, sock: socket.socket | None, seconds: float, request_id: str = "", partial: Partial | None = None) -> None:
+        """Watch the request on ``sock``: it must be disarmed within ``seconds`` from now.
+
+        ``partial``: for a request answered in parts (a batch), the 200 answer to send instead of
+        the 504, built from the 504's body (the parts done so far are kept, the rest unscored).
+        """
         with self._cond:
             self._deadline = time.monotonic() + seconds
-            self._sock, self._request_id, self._limit_s = sock, request_id, seconds
+            self._sock, self._request_id, self._limit_s, self._partial = sock, request_id, seconds, partial
             self._cond.notify()
 
     def disarm(self) -> None:
         """The main thread answers this request itself (call before writing the response)."""
         with self._cond:
             self._deadline = None
-            self._sock = None
+            self._sock = self._partial = None
             self._cond.notify()
 
     def abort(self, reason: str) -> None:
@@ -117,9 +125,15 @@ class Watchdog:
         body = {"error": "WorkerTimeout", "outcome": "infrastructure_error", "message": message,
                 "exit_code": None, "status": 504, "reason": reason}
         try:  # whatever fails here (the client gone, memory short), the exit below happens
+            status, phrase = 504, "Gateway Timeout"
+            if self._partial is not None:
+                try:
+                    body, status, phrase = self._partial(body), 200, "OK"
+                except Exception:  # noqa: BLE001 - the plain 504 is still an answer
+                    pass
             if self._sock is not None:
                 try:
-                    self._sock.sendall(http_response(504, "Gateway Timeout", body, self._request_id))
+                    self._sock.sendall(http_response(status, phrase, body, self._request_id))
                     self._sock.shutdown(socket.SHUT_RDWR)
                 except OSError:  # the client is gone: nothing left to tell it
                     pass

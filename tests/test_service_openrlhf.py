@@ -1,0 +1,112 @@
+"""The grader service as OpenRLHF's remote reward (``--remote_rm_url http://HOST:PORT/t/TOKEN/openrlhf``).
+
+The requests are made the way OpenRLHF's own clients make them: 0.11's
+``SingleTurnAgentExecutor._fetch_rewards_via_http`` (aiohttp, ``session.post(url, json=payload)``,
+one query a request) and 0.9's ``remote_rm_utils.request_api_wrapper`` (requests, ``json=data`` and
+``Content-Type: application/json``, a micro-batch a request); neither sends an authorization header.
+A query is the decoded prompt and response with the template's special tokens kept, a prompt the
+chat-templated prompt, a label the TRL export's ``ground_truth`` (``--label_key ground_truth``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from harness.common.rows import read_split
+from harness.loadtest.local_server import LocalServer
+from harness.service.settings import ServiceSettings
+
+
+def qwen_prompt(messages: list[dict]) -> str:
+    """What ``tokenizer.apply_chat_template(messages, add_generation_prompt=True)`` gives for Qwen2.5."""
+    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + "<|im_start|>assistant\n"
+
+
+@pytest.fixture(scope="module")
+def server(sample_zip):
+    with LocalServer(sample_zip, ServiceSettings(workers=2)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def payload(prepared_sample):
+    """Four rollouts: the gold, a wrong query, the gold in a fence with prose, and a label no row has."""
+    rows = read_split(prepared_sample / "data" / "eval.jsonl", "eval")[:4]
+    responses = [rows[0].gold, "SELECT 1", f"Here it is:\n```sql\n{rows[2].gold}\n```", rows[3].gold]
+    prompts = [qwen_prompt(list(r.prompt)) for r in rows]
+    labels = [r.gold for r in rows[:3]] + ["SELECT 'a gold this bundle never saw'"]
+    return {"query": [p + r + "<|im_end|>" for p, r in zip(prompts, responses)], "prompts": prompts, "labels": labels}
+
+
+def post_like_openrlhf_0_11(url: str, payload: dict) -> dict:
+    aiohttp = pytest.importorskip("aiohttp", reason="aiohttp (OpenRLHF 0.11's client) is not installed")
+
+    async def post() -> dict:
+        timeout = aiohttp.ClientTimeout(total=180)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            async with session.post(url, json=payload) as response:
+                response.raise_for_status()
+                return await response.json()
+    return asyncio.run(post())
+
+
+def post_like_openrlhf_0_9(url: str, payload: dict) -> dict:
+    requests = pytest.importorskip("requests", reason="requests (OpenRLHF 0.9's client) is not installed")
+    response = requests.post(url=url, json=payload, headers={"Content-Type": "application/json"}, timeout=180)
+    response.raise_for_status()
+    return response.json()
+
+
+def one_item(payload: dict, i: int) -> dict:
+    return {key: values[i:i + 1] for key, values in payload.items()}
+
+
+def test_openrlhf_0_11_gets_one_reward_per_query_with_the_bundle_s_own_verdicts(server, payload):
+    url = f"{server.url}/t/{server.token}/openrlhf"
+    answers = [post_like_openrlhf_0_11(url, one_item(payload, i)) for i in range(4)]
+    assert [a["rewards"] for a in answers] == [[1.0], [0.0], [1.0], [None]]
+    assert [a["scores"] for a in answers] == [a["rewards"] for a in answers]
+    assert [a["outcomes"] for a in answers] == [["match"], ["mismatch"], ["match"], ["infrastructure_error"]]
+    assert answers[3]["unscored"] == 1 and "not stored in this bundle" in answers[3]["explanations"][0]
+    for answer in answers:  # numbers only, one per query: OpenRLHF turns each into a tensor
+        assert all(isinstance(v, list) and len(v) == 1 and v[0] in (0.0, 1.0) for v in answer["extra_logs"].values())
+    assert answers[0]["extra_logs"]["spider/match"] == [1.0] and answers[1]["extra_logs"]["spider/mismatch"] == [1.0]
+
+
+def test_openrlhf_0_9_sends_a_micro_batch_and_gets_the_same_answers_in_order(server, payload):
+    url = f"{server.url}/t/{server.token}/openrlhf"
+    answer = post_like_openrlhf_0_9(url, payload)
+    assert answer["rewards"] == answer["scores"] == [1.0, 0.0, 1.0, None]
+    assert answer["extra_logs"]["spider/match"] == [1.0, 0.0, 1.0, 0.0]
+    assert answer["extra_logs"]["spider/infrastructure_error"] == [0.0, 0.0, 0.0, 1.0]
+    assert "not stored in this bundle" in answer["explanations"][3] and answer["unscored"] == 1
+    for i, prompt in enumerate(payload["prompts"][:3]):  # the response is what follows the prompt
+        alone = server.request("POST", "/grade", {"input": prompt, "output": payload["query"][i][len(prompt):],
+                                                  "expected": payload["labels"][i]})
+        assert alone.json["score"] == answer["rewards"][i]
+
+
+def test_without_the_token_in_its_path_openrlhf_is_refused(server, payload):
+    reply = server.request("POST", "/openrlhf", payload, headers={"Authorization": ""})
+    assert reply.status == 401 and "rewards" not in reply.json
+    wrong = server.request("POST", "/t/" + "x" * 43 + "/openrlhf", payload, headers={"Authorization": ""})
+    assert wrong.status == 401
+
+
+@pytest.mark.parametrize("body", [
+    {"query": ["a"], "prompts": ["a", "b"], "labels": ["x"]},
+    {"envelopes": []},
+], ids=["prompts not one per query", "another endpoint's body"])
+def test_a_request_of_another_shape_is_refused_whole(server, body):
+    reply = server.request("POST", "/openrlhf", body)
+    assert reply.status == 400 and reply.json["error"] == "InvalidOpenRLHFRequest" and "rewards" not in reply.json
+
+
+def test_a_query_that_does_not_start_with_its_prompt_answers_for_itself(server, payload):
+    body = {"query": ["Q: x A: SELECT 1", payload["query"][0]], "prompts": ["another prompt", payload["prompts"][0]],
+            "labels": ["SELECT 1", payload["labels"][0]]}
+    reply = server.request("POST", "/openrlhf", body)
+    assert reply.status == 200 and reply.json["rewards"] == [None, 1.0]
+    assert reply.json["outcomes"] == ["request_error", "match"] and "cannot be cut out" in reply.json["explanations"][0]
