@@ -6,6 +6,9 @@ does, except for completions naming a trap, which it springs in the process that
 * ``TRAP die-once MARKER``: the first time (MARKER absent) the process exits at once (a crash);
 * ``TRAP die-always``: the process exits every time;
 * ``TRAP kill-node-once MARKER``: the first time, SIGKILL to the process's raylet (its node dies);
+* ``TRAP hold-on IP MARKER``: on the Ray node at IP, write the process's pid to MARKER and hang
+  (the test kills that node while it grades); anywhere else, wait until MARKER exists (at most
+  300 s: so a quicker worker elsewhere cannot grade every row first), then score as usual;
 * ``TRAP gold-error``: the bundle's typed GoldQueryError (the row is unscored);
 * ``TRAP crash``: a plain RuntimeError (a crash of the bundle: outcome ``crash``).
 
@@ -33,6 +36,7 @@ from harness.raygrade.env import loopback_env
 TRAPDOOR = '''"""Test-only scoring module: the grader's score, or a trap the completion names (tests/ray_helpers.py)."""
 import os
 import signal
+import time
 
 from . import grader
 from .scoring_errors import GoldQueryError
@@ -43,6 +47,9 @@ def _spring(text):
     if len(words) < 2 or words[0] != "TRAP":
         return
     trap, marker = words[1], (words[2] if len(words) > 2 else "")
+    if trap == "hold-on":
+        _hold_on(words[2], words[3])
+        return
     if trap in ("die-once", "kill-node-once"):
         if os.path.exists(marker):
             return
@@ -56,6 +63,22 @@ def _spring(text):
         raise GoldQueryError("trap: the gold failed")
     if trap == "crash":
         raise RuntimeError("trap: a bug")
+
+
+def _hold_on(ip, marker):
+    try:
+        import ray
+        here = ray.util.get_node_ip_address() if ray.is_initialized() else ""
+    except ImportError:
+        here = ""
+    if here == ip:
+        with open(marker + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(marker + ".tmp", marker)
+        time.sleep(3600)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def compute_score(**kwargs):
@@ -83,10 +106,11 @@ def ports(base: int) -> list[str]:
 
 
 class RayCluster:
-    """A head (no CPUs: work goes to the workers) and ``workers`` nodes of ``cpus`` CPUs on loopback."""
+    """A head of ``head_cpus`` CPUs (default none: work goes to the workers) and ``workers`` nodes of
+    ``cpus`` CPUs on loopback."""
 
-    def __init__(self, temp: Path, workers: int = 2, cpus: int = 2, port: int = 6390) -> None:
-        self.temp, self.workers, self.cpus, self.port = temp, workers, cpus, port
+    def __init__(self, temp: Path, workers: int = 2, cpus: int = 2, port: int = 6390, head_cpus: int = 0) -> None:
+        self.temp, self.workers, self.cpus, self.port, self.head_cpus = temp, workers, cpus, port, head_cpus
         self.ray_temp = Path(tempfile.mkdtemp(prefix="rc-", dir="/tmp"))  # Ray's sockets: paths under 108 bytes
         self.address = f"127.0.0.2:{port}"
         self.env = dict(os.environ, **loopback_env())
@@ -115,7 +139,7 @@ class RayCluster:
             time.sleep(0.5)
 
     def start(self) -> RayCluster:
-        self._start("127.0.0.2", ["--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=false",
+        self._start("127.0.0.2", ["--head", f"--port={self.port}", f"--num-cpus={self.head_cpus}", "--include-dashboard=false",
                                   f"--temp-dir={self.ray_temp}"], self.port + 10)
         self.wait_for(1)
         for i in range(self.workers):
@@ -124,9 +148,19 @@ class RayCluster:
             self.wait_for(2 + i)
         return self
 
-    def sessions(self) -> dict[int, str]:
-        """pid -> command line of every live process in the nodes' sessions."""
-        ids = {p.pid for p in self.nodes.values()}
+    def kill_node(self, ip: str) -> dict[int, str]:
+        """SIGKILL every process of the node at ``ip`` (its session) at once; what was killed."""
+        doomed = self.sessions({self.nodes[ip].pid})
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return doomed
+
+    def sessions(self, ids: set[int] | None = None) -> dict[int, str]:
+        """pid -> command line of every live process in the nodes' sessions (or in the sessions ``ids``)."""
+        ids = ids if ids is not None else {p.pid for p in self.nodes.values()}
         out = subprocess.run(["ps", "-eo", "pid=,sid=,args="], capture_output=True, text=True).stdout
         found = {}
         for line in out.splitlines():

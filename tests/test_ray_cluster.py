@@ -11,6 +11,7 @@ of theirs may be left running.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -48,7 +49,9 @@ def test_grading_on_two_worker_nodes_gives_the_local_results(cluster, prepared_s
     done, said = grade(cluster, prepared_sample, sample_zip, completions, tmp_path / "ray.jsonl",
                        "--ray", cluster.address, "--ray-workers", "2", "--ray-shard-rows", "2")
     assert done.returncode == 0, said
-    assert f"ray ({cluster.address}): 2 workers in 2 processes on 2 node(s), 10 shards; start" in done.stdout
+    # shards go to whichever worker has started: the first may grade several before the other starts
+    assert re.search(rf"ray \({cluster.address}\): 2 workers in [12] processes on [12] node\(s\), 10 shards; start",
+                     done.stdout), done.stdout
     assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
 
 

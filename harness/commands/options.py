@@ -6,7 +6,8 @@
 * ``--threads N``: threads in this process; ``--workers N`` (the service) counts processes;
 * ``--base-image IMAGE``: what the container images are built on;
 * ``--json FILE``: also write the command's figures or report as JSON;
-* ``--ray ADDRESS`` (``auto`` or ``HOST:PORT``), ``--ray-workers N``, ``--ray-shard-rows N``: grade on Ray.
+* ``--ray ADDRESS`` (``auto`` or ``HOST:PORT``), ``--ray-workers N``, ``--ray-shard-rows N``,
+  ``--ray-stall-timeout SECONDS``: grade on Ray.
 """
 
 from __future__ import annotations
@@ -75,15 +76,19 @@ def add_ray(parser: argparse.ArgumentParser) -> None:
                         help="with --ray: worker processes, one CPU each (default: the CPUs Ray has)")
     parser.add_argument("--ray-shard-rows", type=int, metavar="N",
                         help="with --ray: rows a worker grades per call (default: the rows over 4 shards a worker, at most 64)")
+    parser.add_argument("--ray-stall-timeout", type=float, metavar="SECONDS",
+                        help="with --ray: stop with an error when no worker has been alive this long, all lost and "
+                             f"none able to start (default: {RayOptions.stall_timeout_s:g})")
 
 
 def ray_options_of(args: argparse.Namespace) -> RayOptions | None:
     """The Ray options given (None: the local backend); InputError for a Ray flag without ``--ray``."""
     if args.ray is None:
-        if args.ray_workers is not None or args.ray_shard_rows is not None:
-            raise InputError("--ray-workers and --ray-shard-rows go with --ray ADDRESS (e.g. --ray auto)")
+        if args.ray_workers is not None or args.ray_shard_rows is not None or args.ray_stall_timeout is not None:
+            raise InputError("--ray-workers, --ray-shard-rows and --ray-stall-timeout go with --ray ADDRESS (e.g. --ray auto)")
         return None
-    return RayOptions(args.ray, args.ray_workers, args.ray_shard_rows).check()
+    stall = RayOptions.stall_timeout_s if args.ray_stall_timeout is None else args.ray_stall_timeout
+    return RayOptions(args.ray, args.ray_workers, args.ray_shard_rows, stall_timeout_s=stall).check()
 
 
 def ray_line(figures: dict) -> str:

@@ -26,10 +26,11 @@ from pathlib import Path
 from harness.commands import options
 from harness.common import tokens
 from harness.common.errors import InputError
+from harness.common.interrupts import interrupt_on_signals
 from harness.common.layout import DEFAULT_DATA, Prepared, require
 from harness.containers.public import PublicService
 from harness.containers.service import ServiceContainer
-from harness.containers.trainer import follow_logs, interrupt_on_signals
+from harness.containers.trainer import follow_logs
 from harness.proxy import nginx_conf
 from harness.service import server, settings
 

@@ -38,6 +38,7 @@ import docker.errors
 
 import docker
 from harness.common.errors import DockerUnavailable, InputError, error_for_exit_code
+from harness.common.interrupts import interrupt_on_signals
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "docker" / "trainer.Dockerfile"
@@ -207,24 +208,6 @@ class ContainerResult:
     timed_out: bool = False
     oom_killed: bool = False
     name: str = ""
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@contextlib.contextmanager
-def interrupt_on_signals() -> Iterator[None]:
-    """Inside: SIGTERM and SIGHUP become KeyboardInterrupt, so ``finally`` runs for them as for
-    Ctrl-C (in the main thread; elsewhere nothing changes). The previous handlers come back after."""
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager

@@ -32,13 +32,14 @@ from typing import Any, TextIO
 import harness
 from harness.common.bundle_loader import load_bundle
 from harness.common.errors import HarnessError, InputError
+from harness.common.interrupts import interrupt_on_signals
 from harness.common.layout import Prepared
 from harness.common.rows import SplitRow
 from harness.emulator.grader_job import check_inputs
 from harness.emulator.main import eval_inputs, grader_document
 from harness.raygrade.env import ray_environment
 from harness.raygrade.pool import Progress, plan_shards, run_pool
-from harness.raygrade.worker import ShardGrader, remove_run_folder
+from harness.raygrade.worker import ShardGrader, remove_run_folder, sweep_run_folders
 
 RAY_HINT = "install it: pip install -e '.[ray]' (or `make setup-integration`)"
 
@@ -51,12 +52,15 @@ class RayOptions:
     workers: int | None = None  # default: the CPUs the instance or cluster has
     shard_rows: int | None = None  # default: harness.raygrade.pool.plan_shards
     max_attempts: int = 3
+    stall_timeout_s: float = 120.0  # no live worker this long: stop with an error (harness.raygrade.pool)
 
     def check(self) -> RayOptions:
         for name in ("workers", "shard_rows", "max_attempts"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InputError(f"--ray-{name.replace('_', '-')} is {value}: give a whole number of at least 1")
+        if not self.stall_timeout_s > 0:
+            raise InputError(f"--ray-stall-timeout is {self.stall_timeout_s:g}: give a number of seconds above 0")
         if not self.address or " " in self.address:
             raise InputError(f"--ray {self.address!r} is neither `auto` nor a cluster address HOST:PORT")
         return self
@@ -118,33 +122,44 @@ def grade_split_ray(zip_path: Path, rows: list[SplitRow], completions: list[str]
         reachable(options.address)
     figures: dict = {"address": options.address}
     imported_before = "ray" in sys.modules
-    with ray_environment(None if options.address == "auto" else options.address):
-        ray = import_ray()
-        started = time.monotonic()
-        connect(ray, options, imported_before)
-        try:
-            figures["start_s"] = time.monotonic() - started
-            workers = options.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-            holder = [ray.put(zip_bytes)]
-            actor = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0, scheduling_strategy="SPREAD")(ShardGrader)
-            shards = plan_shards(len(rows), workers, options.shard_rows)
-            progress = Progress(len(rows), len(shards), workers, progress_stream)
-            began = time.monotonic()
-            run = f"{os.getpid()}-{secrets.token_hex(4)}"
-            try:
-                results, stats = run_pool(ray, lambda: actor.remote(holder, sha256, function, run), workers, rows,
-                                          completions, shards, db_of, max_attempts=options.max_attempts,
-                                          progress=progress)
-            finally:
-                progress.close()
-                remove_run_folder(run)
-            addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
-            figures.update(stats.as_dict(addresses), run=run, workers=workers, grade_s=time.monotonic() - began)
-        finally:
-            stopping = time.monotonic()
-            ray.shutdown()
-            figures["shutdown_s"] = time.monotonic() - stopping
-    return results, figures
+    run = f"{os.getpid()}-{secrets.token_hex(4)}"
+    sweep_run_folders()  # what a driver killed outright (SIGKILL) left on this machine
+    try:
+        with ray_environment(None if options.address == "auto" else options.address):
+            ray = import_ray()
+            started = time.monotonic()
+            connect(ray, options, imported_before)
+            with interrupt_on_signals():  # after ray.init, whose own SIGTERM handler it replaces
+                try:
+                    figures["start_s"] = time.monotonic() - started
+                    figures.update(_grade(ray, options, zip_bytes, sha256, function, run, rows, completions, db_of,
+                                          progress_stream))
+                finally:
+                    stopping = time.monotonic()
+                    ray.shutdown()
+                    figures["shutdown_s"] = time.monotonic() - stopping
+    finally:
+        remove_run_folder(run)  # whatever happened: the workers' unpacked copies on this machine
+    return figures.pop("results"), figures
+
+
+def _grade(ray: Any, options: RayOptions, zip_bytes: bytes, sha256: str, function: str, run: str,
+           rows: list[SplitRow], completions: list[str], db_of: dict[str, str], progress_stream: TextIO | None) -> dict:
+    """The pool's run on a connected Ray: the results and the figures."""
+    workers = options.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    holder = [ray.put(zip_bytes)]
+    actor = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0, scheduling_strategy="SPREAD")(ShardGrader)
+    shards = plan_shards(len(rows), workers, options.shard_rows)
+    progress = Progress(len(rows), len(shards), workers, progress_stream)
+    began = time.monotonic()
+    try:
+        results, stats = run_pool(ray, lambda: actor.remote(holder, sha256, function, run), workers, rows, completions,
+                                  shards, db_of, max_attempts=options.max_attempts,
+                                  stall_timeout_s=options.stall_timeout_s, progress=progress)
+    finally:
+        progress.close()
+    addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+    return dict(stats.as_dict(addresses), results=results, run=run, workers=workers, grade_s=time.monotonic() - began)
 
 
 def job_grader(zip_path: Path, data: Prepared, completions_path: Path, *, function: str = "grader",

@@ -8,6 +8,13 @@ twice. A shard that has died ``max_attempts`` times is given up: its rows come b
 (``infrastructure_error``, score null, never 0.0) with the reason. An exception the harness's own
 code raises in a worker (bad input, a zip that does not load) stops the run with that error.
 
+The run always ends. Shards go only to actors that have started (answered ``ready``), so a
+replacement that cannot be placed (the node that died held the spare CPUs) waits in its slot while
+the live actors grade the rest; it is stopped at the end. When no actor is live for
+``stall_timeout_s`` (all lost, none can start), the run stops with a HarnessError saying so. Every
+wait is bounded (``poll_s``), so that check, SIGTERM and Ctrl-C are seen within a second. Ray
+itself takes its health-check time to declare a lost node dead (about 15 to 45 s by default).
+
 >>> plan_shards(10, workers=2, shard_rows=None)
 [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
 >>> plan_shards(10, workers=2, shard_rows=4)
@@ -104,34 +111,76 @@ def given_up(rows: list[SplitRow], completions: list[str], db_of: dict[str, str]
             for r, c in zip(rows, completions)]
 
 
+@dataclasses.dataclass
+class Slots:
+    """The pool's worker slots: each holds an actor that is starting, idle or grading a shard.
+
+    A slot's actor counts as live once it answered ``ready``; a replacement (a new process, on
+    whatever node has room) starts in its slot. Shards go to idle live slots only, so a replacement
+    that cannot be placed (no free CPU left after a node died) holds no shard: the live ones grade
+    the rest.
+    """
+
+    actors: list
+    starting: dict = dataclasses.field(default_factory=dict)  # ready ref -> slot
+    idle: collections.deque = dataclasses.field(default_factory=collections.deque)
+    live: set = dataclasses.field(default_factory=set)
+
+    def start(self, ray: Any, slot: int, make_actor: Callable[[], Any]) -> None:
+        self.live.discard(slot)
+        if self.actors[slot] is not None:
+            _kill(ray, self.actors[slot])
+        self.actors[slot] = make_actor()
+        self.starting[self.actors[slot].ready.remote()] = slot
+
+
 def run_pool(ray: Any, make_actor: Callable[[], Any], workers: int, rows: list[SplitRow], completions: list[str],
              shards: list[tuple[int, int]], db_of: dict[str, str], *, max_attempts: int = 3,
+             stall_timeout_s: float = 120.0, poll_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
              progress: Progress | None = None) -> tuple[list[RowResult], PoolStats]:
-    """Every shard graded once (or given up), results in row order."""
+    """Every shard graded once (or given up), results in row order.
+
+    HarnessError when no worker is live for ``stall_timeout_s`` (all lost and none can start);
+    ``poll_s`` bounds each wait, so that check and signals (SIGTERM, Ctrl-C) are seen in time.
+    """
     if max_attempts < 1:
         raise InputError(f"max_attempts is {max_attempts}: give at least 1")
-    began = time.monotonic()
-    actors = [make_actor() for _ in range(workers)]
-    queue, idle = collections.deque(range(len(shards))), collections.deque(range(workers))
-    attempts, done, failed = [0] * len(shards), {}, {}  # failed: shard -> why its last attempt died
+    began = clock()
+    slots = Slots([None] * workers)
+    for slot in range(workers):
+        slots.start(ray, slot, make_actor)
+    queue = collections.deque(range(len(shards)))
+    attempts = [0] * len(shards)
+    done: dict[int, list[RowResult]] = {}
+    failed: dict[int, str] = {}  # shard -> why its last attempt died
     inflight: dict[Any, tuple[int, int]] = {}
     stats = PoolStats(shards=len(shards))
+    stalled_since = began
     try:
         while queue or inflight:
-            while queue and idle:
-                slot, shard = idle.popleft(), queue.popleft()
+            while queue and slots.idle:
+                slot, shard = slots.idle.popleft(), queue.popleft()
                 attempts[shard] += 1
                 start, stop = shards[shard]
-                inflight[actors[slot].grade.remote(shard, rows[start:stop], completions[start:stop])] = (shard, slot)
-            (ready,), _ = ray.wait(list(inflight), num_returns=1)
-            shard, slot = inflight.pop(ready)
-            idle.append(slot)
+                inflight[slots.actors[slot].grade.remote(shard, rows[start:stop], completions[start:stop])] = (shard, slot)
+            ready, _ = ray.wait(list(inflight) + list(slots.starting), num_returns=1, timeout=poll_s)
+            if slots.live:
+                stalled_since = clock()
+            elif clock() - stalled_since > stall_timeout_s:
+                raise HarnessError(_stalled(workers, stall_timeout_s, len(done), len(shards)))
+            if not ready:
+                continue
+            ref = ready[0]
+            if ref in slots.starting:
+                _started(ray, slots, slots.starting.pop(ref), ref, make_actor)
+                continue
+            shard, slot = inflight.pop(ref)
             try:
-                answer = ray.get(ready)
+                answer = ray.get(ref)
             except Exception as exc:  # classified: a dead worker is retried, anything else stops the run
                 if not _is_death(ray, exc):
                     _raise_worker_error(exc)
-                _replace(ray, actors, slot, make_actor)
+                slots.start(ray, slot, make_actor)
                 if attempts[shard] < max_attempts:
                     queue.appendleft(shard)
                     stats.retried += 1
@@ -140,15 +189,35 @@ def run_pool(ray: Any, make_actor: Callable[[], Any], workers: int, rows: list[S
                 else:
                     failed[shard] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                 continue
+            slots.idle.append(slot)
             done[shard] = [RowResult(**r) for r in answer["results"]]
-            stats.first_shard_s = stats.first_shard_s or time.monotonic() - began
+            stats.first_shard_s = stats.first_shard_s or clock() - began
             stats.processes.add((answer["node"], answer["pid"]))
             stats.unpacks += bool(answer["unpacked"])
             if progress:
                 progress.update(rows=len(done[shard]))
     finally:
-        _close(ray, actors)
+        _close(ray, slots)
     return _in_order(shards, done, failed, attempts, rows, completions, db_of, stats), stats
+
+
+def _started(ray: Any, slots: Slots, slot: int, ref: Any, make_actor: Callable[[], Any]) -> None:
+    """A starting actor answered: live and idle, or (it died starting) replaced again."""
+    try:
+        ray.get(ref)
+    except Exception as exc:
+        if not _is_death(ray, exc):
+            _raise_worker_error(exc)
+        slots.start(ray, slot, make_actor)
+        return
+    slots.live.add(slot)
+    slots.idle.append(slot)
+
+
+def _stalled(workers: int, seconds: float, done: int, shards: int) -> str:
+    return (f"no Ray worker was alive for {seconds:g} s ({done} of {shards} shards graded): the {workers} worker(s) "
+            "were lost and none could start again. The cluster has no free CPU (a node died?): see `ray status`, "
+            "add a node, or grade with fewer --ray-workers; --ray-stall-timeout sets how long to wait")
 
 
 def _in_order(shards: list[tuple[int, int]], done: dict, failed: dict, attempts: list[int], rows: list[SplitRow],
@@ -164,22 +233,20 @@ def _in_order(shards: list[tuple[int, int]], done: dict, failed: dict, attempts:
     return results
 
 
-def _replace(ray: Any, actors: list, slot: int, make_actor: Callable[[], Any]) -> None:
+def _kill(ray: Any, actor: Any) -> None:
     try:
-        ray.kill(actors[slot], no_restart=True)
+        ray.kill(actor, no_restart=True)
     except Exception:  # already gone with its node: nothing to stop
         pass
-    actors[slot] = make_actor()
 
 
-def _close(ray: Any, actors: list) -> None:
-    """Remove each live actor's unpacked copy, then stop it."""
-    refs = [a.close.remote() for a in actors]
+def _close(ray: Any, slots: Slots, timeout_s: float = 30.0) -> None:
+    """Remove each live actor's unpacked copy, then stop every actor (a starting one is only stopped)."""
+    refs = [slots.actors[slot].close.remote() for slot in sorted(slots.live)]
     try:
-        ray.wait(refs, num_returns=len(refs), timeout=30)
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
     finally:
-        for actor in actors:
-            try:
-                ray.kill(actor, no_restart=True)
-            except Exception:  # already gone
-                pass
+        for actor in slots.actors:
+            if actor is not None:
+                _kill(ray, actor)

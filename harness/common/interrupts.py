@@ -1,0 +1,34 @@
+"""SIGTERM and SIGHUP as Ctrl-C: a command's ``finally`` blocks run whichever way it is stopped.
+
+Python's default for SIGTERM ends the process at once, leaving containers, temporary folders and
+Ray actors behind; ``make`` and ``timeout`` send it. Inside ``interrupt_on_signals`` both signals
+raise KeyboardInterrupt in the main thread (the CLI's exit code 130), as Ctrl-C does.
+
+>>> with interrupt_on_signals():
+...     pass
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """Inside: SIGTERM and SIGHUP become KeyboardInterrupt, so ``finally`` runs for them as for
+    Ctrl-C (in the main thread; elsewhere nothing changes). The previous handlers come back after."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
