@@ -6,12 +6,18 @@ a step) on the sample's rl rows as `harness export --format trl` writes them, wi
 is a 2-layer Qwen2 built from a config and warmed up on prompt + gold for a few seconds, so that
 some sampled completions are right and some wrong. Then again with extra dataset columns named
 ``output``, ``solution_str``, ``completion``, ``response`` holding the gold: a reward that read one
-of them as the completion would pay 1.0 for every wrong completion.
+of them as the completion would pay 1.0 for every wrong completion. The bundle's telemetry
+(``log_metric``: each outcome's share; ``log_extra``: each completion's outcome) is in TRL's logs.
+
+tests/trl_async_runner.py runs ``AsyncGRPOTrainer``'s reward process: TRL's rollout loop in a child
+started with ``spawn``, ``trl_reward`` pickled into it (loaded by file path in the parent, so it
+pickles as the bundle's recipe, never by module name), scoring groups of completions there.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +28,7 @@ from conftest import require_modules
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUNNER = Path(__file__).with_name("trl_runner.py")
+ASYNC_RUNNER = Path(__file__).with_name("trl_async_runner.py")
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +70,37 @@ def test_trl_passes_conversational_completions_and_every_column_as_a_list(trl_re
 
 def test_loading_the_bundle_by_path_puts_no_generic_module_name_in_sys_modules(trl_report):
     assert trl_report["generic_modules"] == []
+
+
+def test_trl_logs_the_share_of_each_outcome_and_each_completion_s_outcome(trl_report):
+    for step in trl_report["runs"]["plain"]["steps"]:
+        outcomes = step["bundle_outcomes"]
+        assert step["outcomes"] == outcomes  # log_extra: the completions table's spider_outcome column
+        for name in ("match", "no_query", "mismatch", "prediction_error", "prediction_over_budget"):
+            assert step["metrics"][f"spider/{name}"] == pytest.approx(outcomes.count(name) / len(outcomes)), name
+        assert "spider/decided_on_neighbour" in step["metrics"] and "spider/reused" in step["metrics"]
+
+
+@pytest.fixture(scope="module")
+def async_report(sample_zip, exported_rl, tmp_path_factory) -> dict:
+    require_modules("torch", "transformers", "trl", "datasets", "tokenizers", "aiohttp")
+    out = tmp_path_factory.mktemp("trl-async") / "report.json"
+    done = subprocess.run([sys.executable, str(ASYNC_RUNNER), str(sample_zip), str(exported_rl["trl"]), str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def test_async_grpo_s_reward_process_scores_with_the_pickled_reward_as_the_bundle_does(async_report):
+    groups = async_report["groups"]
+    assert async_report["exitcode"] == 0 and len(groups) == 4 and async_report["reward_name"] == "trl_reward"
+    assert all(g["pid"] != async_report["parent_pid"] for g in groups)  # scored in the spawned child
+    for group in groups[:3]:
+        assert [m["rewards/trl_reward"] for m in group["metrics"]] == group["bundle"] == [1.0, 0.0, 1.0, 0.0]
+
+
+def test_in_the_reward_process_a_row_the_bundle_cannot_score_is_left_out_not_zero(async_report):
+    stale = async_report["groups"][3]
+    assert stale["bundle"] == [None] * 4
+    assert all(math.isnan(m["rewards/trl_reward"]) for m in stale["metrics"])  # TRL's "unscorable": NaN
+    assert stale["advantages"] == [0.0] * 4  # no push towards or away from anything

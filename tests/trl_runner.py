@@ -99,7 +99,9 @@ def train(model, tokenizer, rows, reward, out_dir):
                 L = trainer._logs
                 seen.append({"step": state.global_step, "completions": list(L["completion"]),
                              "prompts": list(L["prompt"]), "rewards": list(L["rewards"]["trl_reward"]),
-                             "logged_mean": logs["rewards/trl_reward/mean"]})
+                             "logged_mean": logs["rewards/trl_reward/mean"],
+                             "metrics": {k: v for k, v in logs.items() if k.startswith("spider/")},
+                             "outcomes": list(L["extra"].get("spider_outcome", []))})
 
     cfg = GRPOConfig(output_dir=out_dir, use_cpu=True, bf16=False, fp16=False, per_device_train_batch_size=4,
                      num_generations=4, max_completion_length=48, max_steps=STEPS, logging_steps=1,
@@ -145,6 +147,7 @@ def main() -> None:
             step["texts"] = [text_of(c) for c in step["completions"]]
             step["bundle"] = [grader.compute_score(data_source="spider", solution_str=s, ground_truth=g)
                               for s, g in zip(step["texts"], golds)]
+            step["bundle_outcomes"] = [grader.grade(output=s, expected=g)["outcome"] for s, g in zip(step["texts"], golds)]
             del step["prompts"]
         report["runs"][variant] = {"steps": seen, "arg_types": arg_types, "seconds": round(time.perf_counter() - t, 1)}
     report["generic_modules"] = sorted(m for m in ("verify", "reward", "grader", "scoring_entry", "sql_guard")
