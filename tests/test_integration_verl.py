@@ -4,7 +4,11 @@ tests/verl_runner.py unpacks nothing itself: it is given the unpacked zip, compo
 config tree with ``reward.custom_reward_function.path=<unpacked>/reward.py`` (verl's documented
 way) and lets verl load it, with nothing on ``sys.path`` and no environment change. A batch of the
 sample's rl rows (`harness export --format verl`) with mixed responses goes through the legacy and
-the current ``NaiveRewardManager`` and through ``RewardLoopManager``'s Ray actors.
+the current ``NaiveRewardManager``, the ``batch`` manager (plural keyword lists), the ``prime``
+manager (a process pool: ``compute_score`` pickled), ``rate_limited`` (which turns an error into
+0.0), and through ``RewardLoopManager``'s Ray actors with the ``naive`` and the ``remote`` manager
+(``compute_score`` sent to its own actor by cloudpickle) and with ``outcome_fields`` set through
+verl's ``reward_kwargs``.
 """
 
 from __future__ import annotations
@@ -47,12 +51,30 @@ def test_the_bundles_verdicts_are_mixed(verl_report):
     assert set(verl_report["bundle"]) == {0.0, 1.0} and len(verl_report["bundle"]) == 17
 
 
-@pytest.mark.parametrize("manager", ["legacy", "current"])
-def test_verls_naive_reward_managers_score_as_the_bundle(verl_report, manager):
+@pytest.mark.parametrize("manager", ["legacy", "current", "batch", "prime"],
+                         ids=["legacy naive", "current naive", "batch: plural keyword lists", "prime: a process pool"])
+def test_verls_reward_managers_score_as_the_bundle(verl_report, manager):
     assert verl_report["managers"][manager] == verl_report["bundle"]
 
 
-def test_verls_reward_loop_ray_workers_score_as_the_bundle(verl_report):
-    ray_loop = verl_report["rayloop"]
+@pytest.mark.parametrize("manager", ["naive", "remote", "outcome_fields"],
+                         ids=["naive", "remote: compute_score cloudpickled into its own actor", "outcome fields"])
+def test_verls_reward_loop_ray_workers_score_as_the_bundle(verl_report, manager):
+    ray_loop = verl_report["rayloop"][manager]
     assert ray_loop["workers"] == [True, True]  # two RewardLoopWorker actors, each loading reward.py by path
     assert ray_loop["scores"] == verl_report["bundle"]
+
+
+def test_the_default_score_is_a_number_and_outcome_fields_reach_reward_extra_info(verl_report):
+    assert verl_report["rayloop"]["naive"]["extra"] == {"acc": verl_report["bundle"]}  # verl's own for a float
+    extra = verl_report["rayloop"]["outcome_fields"]["extra"]
+    assert extra["outcome"] == verl_report["outcomes"] and extra["score"] == extra["acc"] == verl_report["bundle"]
+    assert set(extra) == {"score", "acc", "outcome", "explanation", "decided_on", "decided_on_neighbour"}
+
+
+def test_rate_limited_turns_the_bundle_s_error_into_zero_but_the_error_and_warning_show(verl_report):
+    # Documented in docs/integrations.md: this manager swallows exceptions; use naive, remote or batch.
+    found = verl_report["rate_limited"]
+    assert found["scores"] == verl_report["bundle"] + [0.0]  # the stale row: verl's 0.0, not the bundle's
+    assert len(found["errors"]) == 1 and "not stored in this bundle" in found["errors"][0]
+    assert len(found["warnings"]) == 1 and "unscored (infrastructure_error, stale_bundle)" in found["warnings"][0]

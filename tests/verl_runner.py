@@ -7,10 +7,14 @@ composed by hydra as ``main_ppo`` does) is given ``reward.custom_reward_function
 BUNDLE_FOLDER/reward.py`` (and ``grader.py``) with ``name=compute_score``, and verl's own
 ``get_custom_reward_fn`` loads it. A batch (verl's ``DataProto``, as rollout hands it over) of the
 rows with mixed responses (the gold, ``SELECT 1``, a wrong query) is scored by the legacy
-``NaiveRewardManager``, by the current one from ``load_reward_manager``, and with ``rayloop`` by
-``RewardLoopManager``, whose ``RewardLoopWorker`` Ray actors load the reward by the same path in
-their own processes (a local Ray instance on loopback, harness.raygrade.env). OUT_JSON gets every
-score and the bundle's own verdicts (``grader.compute_score`` called directly).
+``NaiveRewardManager``, ``BatchRewardManager`` (the batch form, plural keyword lists) and
+``PrimeRewardManager`` (a process pool: ``compute_score`` pickled), by the current naive manager
+from ``load_reward_manager``, by ``rate_limited`` with a stale row added (it turns errors into 0.0),
+and with ``rayloop`` by ``RewardLoopManager``, whose ``RewardLoopWorker`` Ray actors load the reward
+by the same path in their own processes (a local Ray instance on loopback, harness.raygrade.env),
+with the ``naive`` and the ``remote`` manager (``compute_score`` sent to a ``RewardComputeWorker``
+actor by cloudpickle) and with ``outcome_fields`` set through ``reward_kwargs``. OUT_JSON gets every
+score and the bundle's own verdicts and outcomes (``grader`` called directly).
 """
 
 from __future__ import annotations
@@ -79,17 +83,48 @@ def batch(tokenizer, rows, texts):
 
 def managers(tokenizer, rows, texts, path):
     from verl.trainer.ppo.reward import get_custom_reward_fn, load_reward_manager
+    from verl.workers.reward_manager.batch import BatchRewardManager
     from verl.workers.reward_manager.naive import NaiveRewardManager as LegacyNaive
+    from verl.workers.reward_manager.prime import PrimeRewardManager
     cfg = reward_config(path)
-    legacy = LegacyNaive(tokenizer=tokenizer, num_examine=0, compute_score=get_custom_reward_fn(cfg))
-    legacy_scores = legacy(batch(tokenizer, rows, texts), return_dict=True)["reward_tensor"].sum(-1).tolist()
     current = load_reward_manager(cfg, tokenizer)
     data = batch(tokenizer, rows, texts)
 
     async def run_all():
         return await asyncio.gather(*[current.run_single(data[i:i + 1]) for i in range(len(data))])
-    current_scores = [r["reward_score"] for r in current.loop.run_until_complete(run_all())]
-    return {"legacy": legacy_scores, "current": current_scores, "current_class": type(current).__name__}
+    out = {"current": [r["reward_score"] for r in current.loop.run_until_complete(run_all())],
+           "current_class": type(current).__name__}
+    fn = get_custom_reward_fn(cfg)
+    for name, kind in (("legacy", LegacyNaive), ("batch", BatchRewardManager), ("prime", PrimeRewardManager)):
+        manager = kind(tokenizer=tokenizer, num_examine=0, compute_score=fn)
+        out[name] = manager(batch(tokenizer, rows, texts), return_dict=True)["reward_tensor"].sum(-1).tolist()
+    asyncio.set_event_loop(asyncio.new_event_loop())  # prime closed the one it made current
+    return out
+
+
+def rate_limited(tokenizer, rows, texts, path):
+    """verl's rate_limited manager on the rows plus a stale one: what it makes of the bundle's error."""
+    import warnings
+
+    from verl.experimental.reward_loop.reward_manager.limited import RateLimitedRewardManager
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    stale = dict(rows[0], reward_model={"style": "rule", "ground_truth": "SELECT 'a gold this bundle never saw'"})
+    manager = RateLimitedRewardManager(config=None, tokenizer=tokenizer, compute_score=get_custom_reward_fn(reward_config(path)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = manager(batch(tokenizer, rows + [stale], texts + [texts[0]]), return_dict=True)
+    info = found["reward_extra_info"]
+    return {"scores": found["reward_tensor"].sum(-1).tolist(), "errors": list(info.get("error", [])),
+            "warnings": [f"{w.category.__name__}: {w.message}" for w in caught
+                         if w.category.__name__ == "UnscoredWarning"]}
+
+
+# name -> (the reward manager, extra config): verl's reward loop, each run in its RewardLoopWorker actors
+RAY_LOOPS = {
+    "naive": ("naive", []),
+    "remote": ("remote", []),  # a RewardComputeWorker actor per worker: compute_score travels by cloudpickle
+    "outcome_fields": ("naive", ["+reward.custom_reward_function.reward_kwargs.outcome_fields=true"]),
+}
 
 
 def rayloop(tokenizer, rows, texts, path, work):
@@ -97,19 +132,27 @@ def rayloop(tokenizer, rows, texts, path, work):
     from verl.experimental.reward_loop import RewardLoopManager
     tok_dir = os.path.join(work, "tokenizer")
     tokenizer.save_pretrained(tok_dir)
+    out = {}
     with ray_environment(None):
         t = time.perf_counter()
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
+        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
                  runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}})
-        started = time.perf_counter() - t
+        out["ray_init_s"] = round(time.perf_counter() - t, 1)
         try:
-            mgr = RewardLoopManager(reward_config(path, [f"actor_rollout_ref.model.path={tok_dir}", "reward.num_workers=2"]))
-            out = mgr.compute_rm_score(batch(tokenizer, rows, texts))
-            scores = out.batch["rm_scores"].sum(-1).tolist()
-            workers = [ray.get_actor(f"reward_loop_worker_{i}") is not None for i in range(2)]
+            for name, (manager, extra) in RAY_LOOPS.items():
+                overrides = [f"actor_rollout_ref.model.path={tok_dir}", "reward.num_workers=2",
+                             f"reward.reward_manager.name={manager}", *extra]
+                mgr = RewardLoopManager(reward_config(path, overrides))
+                found = mgr.compute_rm_score(batch(tokenizer, rows, texts))
+                workers = [ray.get_actor(f"reward_loop_worker_{i}") for i in range(2)]
+                out[name] = {"scores": found.batch["rm_scores"].sum(-1).tolist(), "workers": [w is not None for w in workers],
+                             "extra": {k: [v.item() if hasattr(v, "item") else v for v in found.non_tensor_batch[k]]
+                                       for k in found.meta_info.get("reward_extra_keys", [])}}
+                for worker in workers:  # their names are taken: the next manager starts its own
+                    ray.kill(worker, no_restart=True)
         finally:
             ray.shutdown()
-    return {"scores": scores, "workers": workers, "ray_init_s": round(started, 1)}
+    return out
 
 
 def main() -> None:
@@ -135,6 +178,9 @@ def main() -> None:
     t = time.perf_counter()
     report["managers"] = managers(tokenizer, rows, texts, path)
     report["managers_s"] = round(time.perf_counter() - t, 1)
+    report["rate_limited"] = rate_limited(tokenizer, rows, texts, path)
+    report["outcomes"] = [grader.grade(output=s, expected=r["reward_model"]["ground_truth"], extra_info=r["extra_info"])
+                          ["outcome"] for r, s in zip(rows, texts)]
     if "rayloop" in modes:
         t = time.perf_counter()
         report["rayloop"] = rayloop(tokenizer, rows, texts, path, tempfile.mkdtemp(prefix="verl-run-"))
