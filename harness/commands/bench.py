@@ -15,7 +15,9 @@ Prints (README, "Benchmark"):
 4. memory high-water mark of a process running the whole hostile suite (target < 512 MB);
 5. the step budget (``harness.commands.bench_budget``): calibration on every real gold, counting overhead;
 6. the neighbour databases (``harness.commands.bench_neighbours``): what they cost and separate, the
-   throughput with them, every gold against itself on them, and their precision on equivalent rewrites.
+   throughput with them, every gold against itself on them, and their precision on equivalent rewrites;
+7. GRPO-shaped batches (``harness.commands.bench_groups``): reward throughput with a group's
+   duplicate completions scored once, and without.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from func_timeout import FunctionTimedOut, func_timeout
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.sql_compare import bag_shape, compare, normalize_rows
 from bundle.verify import verify
-from harness.commands import bench_budget, bench_neighbours
+from harness.commands import bench_budget, bench_groups, bench_neighbours
 from harness.commands.bench_budget import best_of
 from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
@@ -232,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
         dev_pairs = [(r["query"], root / "data" / "databases" / f"{r['db_id']}.sqlite") for r in rows]
         figures = {
             "calls": bench_calls(root, rows, args.repeat),
+            "groups": bench_groups.run(root, rows[:bench_groups.ROWS], args.repeat),
             "runaway": bench_runaway(db),
             "compare_9x9": bench_compare(5.0),
             "hostile_memory": bench_hostile_memory(db, rows[0]["query"]),
@@ -268,6 +271,7 @@ def print_figures(f: dict) -> None:
           f"{k['brute_force_permutations_tried']} permutations in {k['brute_force_seconds']:.1f} s, "
           f"projected {k['brute_force_projected_seconds_for_all']:.0f} s for all 362,880")
     print(f"hostile suite       {m['passed']}/{m['cases']} cases as expected, max RSS {m['max_rss_mb']:.0f} MB (target < 512)")
+    bench_groups.print_figures(f["groups"])
     bench_budget.print_figures(f["budget"])
     bench_neighbours.print_figures(f["neighbours"])
     print(f"this process        max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "

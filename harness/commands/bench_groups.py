@@ -1,0 +1,88 @@
+"""`bench`, GRPO-shaped batches: reward throughput with a group's duplicates scored once, and without.
+
+A GRPO step asks the reward for groups of ``GROUP`` completions of one prompt (TRL's
+``num_generations``), ``PROMPTS`` prompts a call. A sampled group often repeats a completion; the
+bundle scores identical (completion text, row) pairs of one batch once (bundle/scoring_batch.py).
+The duplicate rates are assumed, not measured (no sampled groups of a model are at hand offline):
+each group here has 8, 4 or 2 distinct completions (0, 50 or 75% duplicates), drawn from eight
+distinct variants of the row's gold (the gold, a fenced copy, lower case, DISTINCT, LIMIT 0,
+``SELECT 1``, a catalogue query, prose). With: ``trl_reward`` on the batch. Without: ``trl_reward``
+on each completion alone, the same per-completion path with nothing to share. Gold results are
+warm in both (stored or computed once before timing), as in training after the first step. The
+scores with and without sharing must be equal, or the benchmark fails.
+
+>>> [variants("SELECT a FROM t")[i] for i in (0, 2, 5)]
+['SELECT a FROM t', 'select a from t', 'SELECT 1']
+>>> group(["a", "b", "c"], 8, 2)
+['a', 'b', 'a', 'b', 'a', 'b', 'a', 'b']
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.commands.bench_budget import best_of
+from harness.common.errors import HarnessError
+
+GROUP = 8
+PROMPTS = 2  # prompts a reward call: 16 completions
+ROWS = 100  # dev rows used: 50 reward calls per duplicate rate
+DISTINCT = (8, 4, 2)
+
+
+def variants(gold: str) -> list[str]:
+    """Eight distinct completions for a row (right, wrong and empty alike)."""
+    return [gold, f"```sql\n{gold}\n```", gold.lower(), gold.replace("SELECT", "SELECT DISTINCT", 1),
+            f"{gold} LIMIT 0", "SELECT 1", "SELECT count(*) FROM sqlite_master", "I cannot answer that."]
+
+
+def group(pool: list[str], size: int, distinct: int) -> list[str]:
+    """A group of ``size`` completions with ``distinct`` different texts, repeated in turn."""
+    return [pool[i % distinct] for i in range(size)]
+
+
+def run(root: Path, rows: list[dict], repeat: int) -> dict:
+    """Completions a second with and without sharing, per assumed duplicate rate (the staged dev bundle at ``root``)."""
+    reward = importlib.import_module(f"{root.name}.reward")  # imported by harness.commands.bench.bench_calls
+    chunks = [rows[i:i + PROMPTS] for i in range(0, len(rows) - PROMPTS + 1, PROMPTS)]
+    out: dict = {"group": GROUP, "prompts_per_call": PROMPTS, "calls": len(chunks), "rates": {}}
+    for distinct in DISTINCT:
+        calls = [_call(chunk, distinct) for chunk in chunks]
+        for completions, columns in calls:  # warm (every gold result known before timing), and the same scores
+            if reward.trl_reward(completions, **columns) != _alone(reward, completions, columns)():
+                raise HarnessError(f"scoring a group's duplicates once changed a score ({distinct} distinct a group)")
+        shared = sum(best_of(_shared(reward, c, k), repeat) for c, k in calls)
+        alone = sum(best_of(_alone(reward, c, k), repeat) for c, k in calls)
+        total = sum(len(c) for c, _ in calls)
+        out["rates"][str(distinct)] = {"duplicates": 1 - distinct / GROUP, "completions": total,
+                                       "with_per_s": total / shared, "without_per_s": total / alone,
+                                       "speedup": alone / shared}
+    return out
+
+
+def _call(chunk: list[dict], distinct: int) -> tuple[list[str], dict[str, list[str]]]:
+    """One reward call's completions and dataset columns: a group per row of ``chunk``."""
+    completions = [c for r in chunk for c in group(variants(r["query"]), GROUP, distinct)]
+    return completions, {"ground_truth": [r["query"] for r in chunk for _ in range(GROUP)],
+                         "db_id": [r["db_id"] for r in chunk for _ in range(GROUP)]}
+
+
+def _shared(reward, completions: list[str], columns: dict[str, list[str]]) -> Callable[[], object]:
+    return lambda: reward.trl_reward(completions, **columns)
+
+
+def _alone(reward, completions: list[str], columns: dict[str, list[str]]) -> Callable[[], object]:
+    def each() -> list:
+        return [reward.trl_reward([c], **{name: [values[i]] for name, values in columns.items()})[0]
+                for i, c in enumerate(completions)]
+    return each
+
+
+def print_figures(f: dict) -> None:
+    print(f"GRPO batches        {f['calls']} reward calls of {f['prompts_per_call']} prompts x {f['group']} completions; "
+          "duplicate rates assumed, not measured")
+    for distinct, x in f["rates"].items():
+        print(f"  {distinct} distinct a group ({x['duplicates']:.0%} duplicates): {x['with_per_s']:,.0f} completions/s "
+              f"scoring each distinct once, {x['without_per_s']:,.0f} scoring every one, x{x['speedup']:.2f}")
