@@ -26,13 +26,11 @@ from typing import NamedTuple
 try:
     from . import sql_functions
     from .scoring_limits import Limits
-    from .sql_connection import (ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, Guarded, connection, database_uri,
-                                 forget_connections, open_guarded)
+    from .sql_connection import ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded
 except ImportError:  # run as a standalone file
     import sql_functions  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
-    from sql_connection import (ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, Guarded, connection,  # type: ignore[no-redef]
-                                database_uri, forget_connections, open_guarded)
+    from sql_connection import ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded  # type: ignore[no-redef]
 
 __all__ = ["ALLOWED_FUNCTIONS", "QueryFailed", "RawResult", "database_uri", "forget_connections", "is_statement",
            "open_guarded", "run_query"]

@@ -4,6 +4,7 @@ standard library only), imported as a package from a read-only mount, as the tra
 from __future__ import annotations
 
 import pytest
+
 from conftest import _unavailable
 
 pytestmark = pytest.mark.docker

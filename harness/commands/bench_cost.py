@@ -143,7 +143,7 @@ def run(steps: list[tuple[int, str, str, Path]], db: Path, gold: str, repeat: in
 
 def print_figures(f: dict) -> None:
     g = f["golds"]
-    print(f"cost model           CPU per budget unit (one VM step or one step's worth of a charged function)")
+    print("cost model           CPU per budget unit (one VM step or one step's worth of a charged function)")
     print(f"  real golds         {g['golds']} golds of >= {MIN_UNITS:,} units: median {g['median_ns']:.1f} ns, "
           f"costliest {g['costliest_ns']:.1f} ns ({g['costliest_db']}, {g['costliest_units']:,} units)")
     top = f["hostile"][:3]
