@@ -52,6 +52,9 @@ class Limits:
         20_000_000, "VM steps", "least work a predicted query may do before it is over budget")
     budget_gold_multiple: int = _setting(
         2, "x gold", "a predicted query may also do this many times the work of its gold")
+    neighbour_budget_steps: int = _setting(
+        10_000_000, "VM steps", "work a prediction's runs on the neighbour databases may do together, "
+        "beyond its budget on the original (each run also within its own gold's budget there)")
     gold_max_steps: int = _setting(
         500_000_000, "VM steps", "work a gold query may do (at build time, or once per process)")
     wall_guard_s: float = _setting(
