@@ -31,7 +31,7 @@ BUNDLE_SOURCES := $(wildcard bundle/*.py)
 PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/common/*.py)
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-.PHONY: help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader service-image proxy-image serve loadtest docs lint
+.PHONY: help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
@@ -132,6 +132,10 @@ hooks: setup ## install the git pre-push hook that runs `make verify`
 	$(HARNESS) hooks
 
 GRADER_COMPLETIONS ?= fixtures/sample/completions-eval.jsonl
+CPUS ?= 0.25
+check-cpu: $(ZIP) image ## the hostile suite, a reward and a grader pass in the container at its usual CPUs and at CPUS (0.25): exit 1 unless every verdict is the same
+	$(HARNESS) emulate verdicts --data $(OUT) --zip $(ZIP) --completions $(GRADER_COMPLETIONS) --cpus $(CPUS) --base-image $(BASE_IMAGE)
+
 test-grader: $(ZIP) image ## the grader job over $(OUT)/data/eval.jsonl in the container with GRADER_COMPLETIONS (the sample's)
 	$(HARNESS) emulate grader --data $(OUT) --zip $(ZIP) --completions $(GRADER_COMPLETIONS) --base-image $(BASE_IMAGE)
 

@@ -168,12 +168,14 @@ class Neighbour:
     gold: gold_results.GoldResult
 
 
-def _judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits) -> tuple:
-    """Run ``sql`` on one database and compare with the gold's result there.
+def _judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits,
+           budget: int | None = None) -> tuple:
+    """Run ``sql`` on one database and compare with the gold's result there, within ``budget``
+    units (default: the gold's budget there).
 
     (outcome, score, detail, steps, prediction seconds, comparison seconds).
     """
-    budget = limits.budget_steps(gold.steps)
+    budget = limits.budget_steps(gold.steps) if budget is None else budget
     t0 = time.monotonic()
     try:
         raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s)
@@ -241,9 +243,12 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     outcome, score, detail, steps, prediction_s, compare_s = _judge(database, sql, known_gold, limits)
     original_score, decided_on, checked = score, "original", 0
     if outcome == MATCH and limits.semantics == "neighbours":
+        shared = limits.neighbour_budget_steps  # all neighbour runs of one prediction, together
         for neighbour in neighbours:
             checked += 1
-            there = _judge(neighbour.path, sql, neighbour.gold, limits)
+            there = _judge(neighbour.path, sql, neighbour.gold, limits,
+                           min(limits.budget_steps(neighbour.gold.steps), max(shared, 0)))
+            shared -= there[3] or 0
             prediction_s, compare_s = prediction_s + there[4], compare_s + there[5]
             if there[0] != MATCH:
                 outcome, score, detail, decided_on = there[0], there[1], f"on {neighbour.name}: {there[2]}", neighbour.name

@@ -14,6 +14,8 @@ Prints (README, "Benchmark"):
    evaluator's brute force over column permutations (stopped after a few seconds);
 4. memory high-water mark of a process running the whole hostile suite (target < 512 MB);
 5. the step budget (``harness.commands.bench_budget``): calibration on every real gold, counting overhead;
+   and the cost model (``harness.commands.bench_cost``): CPU per budget unit of hostile and
+   generated queries against the real golds;
 6. the neighbour databases (``harness.commands.bench_neighbours``): what they cost and separate, the
    throughput with them, every gold against itself on them, and their precision on equivalent rewrites;
 7. GRPO-shaped batches (``harness.commands.bench_groups``): reward throughput with a group's
@@ -44,7 +46,7 @@ from func_timeout import FunctionTimedOut, func_timeout
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.sql_compare import bag_shape, compare, normalize_rows
 from bundle.verify import verify
-from harness.commands import bench_budget, bench_groups, bench_neighbours
+from harness.commands import bench_budget, bench_cost, bench_groups, bench_neighbours
 from harness.commands.bench_budget import best_of
 from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
@@ -232,13 +234,15 @@ def run(args: argparse.Namespace) -> int:
         rows = stage_dev_bundle(spider, root, args.pairs)
         db = root / "data" / "databases" / f"{rows[0]['db_id']}.sqlite"
         dev_pairs = [(r["query"], root / "data" / "databases" / f"{r['db_id']}.sqlite") for r in rows]
+        calibrated = bench_budget.calibrate(bench_budget.spider_golds(spider))
         figures = {
             "calls": bench_calls(root, rows, args.repeat),
             "groups": bench_groups.run(root, rows[:bench_groups.ROWS], args.repeat),
             "runaway": bench_runaway(db),
             "compare_9x9": bench_compare(5.0),
             "hostile_memory": bench_hostile_memory(db, rows[0]["query"]),
-            "budget": bench_budget.run(spider, dev_pairs, args.repeat),
+            "budget": bench_budget.run(calibrated, dev_pairs, args.repeat),
+            "cost": bench_cost.run(calibrated[1], db, rows[0]["query"], max(1, args.repeat // 2)),
             "neighbours": bench_neighbours.run(spider, root, rows, args.repeat, quick=args.quick,
                                                show=args.show_separated),
         }
@@ -273,6 +277,7 @@ def print_figures(f: dict) -> None:
     print(f"hostile suite       {m['passed']}/{m['cases']} cases as expected, max RSS {m['max_rss_mb']:.0f} MB (target < 512)")
     bench_groups.print_figures(f["groups"])
     bench_budget.print_figures(f["budget"])
+    bench_cost.print_figures(f["cost"])
     bench_neighbours.print_figures(f["neighbours"])
     print(f"this process        max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
           f"{threading.active_count()} threads")

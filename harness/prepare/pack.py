@@ -47,6 +47,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "sql_compare.py",
     "sql_connection.py",
     "sql_extract.py",
+    "sql_functions.py",
     "sql_guard.py",
     "sql_text.py",
     "verify.py",
