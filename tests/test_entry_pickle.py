@@ -73,7 +73,7 @@ def run(code: str, *args: str, cwd, env=None) -> subprocess.CompletedProcess:
                           cwd=cwd, env=env, timeout=120)
 
 
-@pytest.mark.parametrize("serializer", ["pickle", "cloudpickle"])
+@pytest.mark.parametrize("serializer", ["pickle", pytest.param("cloudpickle", marks=pytest.mark.integration)])
 @pytest.mark.parametrize("mode", ["package", "path", "env"],
                          ids=["imported as a package", "loaded by file path (verl)", "import reward from TRAINER_BUNDLE_ROOT"])
 def test_an_entry_point_scores_the_same_in_a_fresh_process_that_has_only_the_unpacked_bundle(

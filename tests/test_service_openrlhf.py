@@ -14,6 +14,7 @@ import asyncio
 
 import pytest
 
+from conftest import require_modules
 from harness.common.rows import read_split
 from harness.loadtest.local_server import LocalServer
 from harness.service.settings import ServiceSettings
@@ -41,7 +42,8 @@ def payload(prepared_sample):
 
 
 def post_like_openrlhf_0_11(url: str, payload: dict) -> dict:
-    aiohttp = pytest.importorskip("aiohttp", reason="aiohttp (OpenRLHF 0.11's client) is not installed")
+    require_modules("aiohttp")  # OpenRLHF 0.11's client (Ray and verl bring it)
+    import aiohttp
 
     async def post() -> dict:
         timeout = aiohttp.ClientTimeout(total=180)
@@ -53,7 +55,8 @@ def post_like_openrlhf_0_11(url: str, payload: dict) -> dict:
 
 
 def post_like_openrlhf_0_9(url: str, payload: dict) -> dict:
-    requests = pytest.importorskip("requests", reason="requests (OpenRLHF 0.9's client) is not installed")
+    require_modules("requests")  # OpenRLHF 0.9's client
+    import requests
     response = requests.post(url=url, json=payload, headers={"Content-Type": "application/json"}, timeout=180)
     response.raise_for_status()
     return response.json()
@@ -63,6 +66,7 @@ def one_item(payload: dict, i: int) -> dict:
     return {key: values[i:i + 1] for key, values in payload.items()}
 
 
+@pytest.mark.integration
 def test_openrlhf_0_11_gets_one_reward_per_query_with_the_bundle_s_own_verdicts(server, payload):
     url = f"{server.url}/t/{server.token}/openrlhf"
     answers = [post_like_openrlhf_0_11(url, one_item(payload, i)) for i in range(4)]
