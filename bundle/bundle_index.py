@@ -26,8 +26,8 @@ Row -> database rule (README, "Which database a row is scored on"):
 
 1. ``db_id`` given by the caller (``extra_info``, a column, or the row of a ``row_id``): that
    database, when its stored golds include the row's gold. A hint that disagrees (another
-   database, or one not in the bundle) is set aside with a ``HintIgnoredWarning`` and the rules
-   below decide, as if no hint had been passed.
+   database, or one not in the bundle) is set aside with a UserWarning (``HINT_IGNORED_WARNING``)
+   and the rules below decide, as if no hint had been passed.
 2. Otherwise the gold text (whitespace-insensitive, trailing ``;`` ignored) names the databases
    it is stored under. One: that one. None: the row is stale (StaleBundleError).
 3. Several (Spider repeats a few gold texts across databases): the database whose every schema
@@ -49,12 +49,12 @@ from collections.abc import Mapping
 
 try:
     from . import gold_results, sql_functions
-    from .scoring_errors import BundleDataError, DatabaseUnavailableError, HintIgnoredWarning, RowResolutionError, StaleBundleError
+    from .scoring_errors import HINT_IGNORED_WARNING, BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError
     from .scoring_limits import DEFAULT_LIMITS, Limits
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
     import sql_functions  # type: ignore[no-redef]
-    from scoring_errors import BundleDataError, DatabaseUnavailableError, HintIgnoredWarning, RowResolutionError, StaleBundleError  # type: ignore[no-redef]
+    from scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError  # type: ignore[no-redef]
     from scoring_limits import DEFAULT_LIMITS, Limits  # type: ignore[no-redef]
 
 INDEX_FORMAT = "spider-scoring-index"
@@ -226,9 +226,9 @@ class BundleData:
                 "prompt with its schema lines, or rebuild the splits with prepare's default (shared golds left out)"
             )
         if db_id is not None:
-            warnings.warn(f"spider-scoring: the db_id hint {db_id!r} does not hold gold {_short(gold)!r}; scored on "
+            warnings.warn(f"{HINT_IGNORED_WARNING} {db_id!r} does not hold gold {_short(gold)!r}; scored on "
                           f"{candidates[0]!r}, the database that stores it. Fix the dataset's db_id column (a hint "
-                          "is only a hint)", HintIgnoredWarning, stacklevel=2)
+                          "is only a hint)", UserWarning, stacklevel=2)
         return self._resolved(candidates[0], self._golds_by_db[candidates[0]][key])
 
     def describe(self) -> dict:

@@ -11,7 +11,7 @@ bundle at the same path: bundle_package.EntryPoint):
 
 Model mistakes score 0.0. Infrastructure faults (stale bundle, missing database, failing gold)
 raise a ``scoring_errors.ScoringInfrastructureError`` subclass whose message says what to do from
-``compute_score``; ``trl_reward`` gives that completion None and warns (``UnscoredWarning``).
+``compute_score``; ``trl_reward`` gives that completion None and warns (a RuntimeWarning, ``scoring_errors.UNSCORED_WARNING``).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def trl_reward(completions, prompts=None, log_metric=None, log_extra=None, **col
     ``completions``; the gold is the first of ground_truth, expected, gold, reference, solution,
     answer, query, sql given, else the last assistant message of ``messages``; ``db_id`` and
     ``extra_info`` columns are hints. Identical completions of one row are scored once. A
-    completion the bundle cannot score gets None and an ``UnscoredWarning``; the others are scored.
+    completion the bundle cannot score gets None and a RuntimeWarning; the others are scored.
     With TRL's ``log_metric`` / ``log_extra``, the batch's outcome shares and each completion's
     outcome and explanation are logged (scoring_batch.report).
 

@@ -5,7 +5,7 @@
   prompt) within one batch share one verdict.
 * **One call's fault never costs the others.** A completion the bundle cannot score (a typed
   ``ScoringInfrastructureError``: stale row, missing database, failing gold, the wall guard) gets
-  ``None`` and an ``UnscoredWarning`` naming the outcome; the rest of the batch is scored. Only
+  ``None`` and a RuntimeWarning naming the outcome (``UNSCORED_WARNING``); the rest of the batch is scored. Only
   an interface that can take nothing but a number (verl's ``compute_score``) raises instead.
 * **Telemetry.** ``shares`` gives, per batch, the share of each outcome (``spider/no_query``...),
   of completions decided on a neighbour database and of duplicates; ``trl_reward`` hands them to
@@ -31,11 +31,11 @@ from collections.abc import Callable, Mapping, Sequence
 try:
     from . import scoring_entry
     from . import verify as verify_mod
-    from .scoring_errors import CallArgumentsError, ScoringInfrastructureError, UnscoredWarning
+    from .scoring_errors import UNSCORED_WARNING, CallArgumentsError, ScoringInfrastructureError
 except ImportError:  # run as a standalone file
     import scoring_entry  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
-    from scoring_errors import CallArgumentsError, ScoringInfrastructureError, UnscoredWarning  # type: ignore[no-redef]
+    from scoring_errors import UNSCORED_WARNING, CallArgumentsError, ScoringInfrastructureError  # type: ignore[no-redef]
 
 NO_GOLD = "no_gold"  # the row carries no gold: None, and not the bundle's outcome
 OUTCOMES = verify_mod.OUTCOMES + (NO_GOLD,)
@@ -102,8 +102,7 @@ def _from_verdict(verdict: verify_mod.Verdict) -> Scored:
 
 
 def _fault(exc: ScoringInfrastructureError) -> Scored:
-    warnings.warn(f"spider-scoring: a completion is unscored ({exc.outcome}, {exc.code}): {exc}", UnscoredWarning,
-                  stacklevel=2)
+    warnings.warn(f"{UNSCORED_WARNING} ({exc.outcome}, {exc.code}): {exc}", RuntimeWarning, stacklevel=2)
     return Scored(None, exc.outcome, f"{type(exc).__name__}: {exc}", error=exc)
 
 
@@ -131,7 +130,7 @@ def report(scored: Sequence[Scored], log_metric: object = None, log_extra: objec
 def compute_score(kwargs: dict) -> object:
     """verl's ``compute_score``: a float (or the outcome fields), one per item in the batch form.
 
-    A fault raises its typed error (after an ``UnscoredWarning``): verl's interface takes only a
+    A fault raises its typed error (after the same RuntimeWarning): verl's interface takes only a
     number, and docs/integrations.md names the managers that would turn the error into 0.0.
     """
     detailed = bool(kwargs.pop(DETAIL_SETTING, False))

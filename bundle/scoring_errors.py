@@ -75,13 +75,9 @@ class CallArgumentsError(ScoringInfrastructureError):
     code = "call_arguments"
 
 
-class UnscoredWarning(RuntimeWarning):
-    """A completion was left unscored (None) by a batch entry point; the message names the outcome.
-
-    Python shows each distinct message once per process by default; ``warnings.simplefilter("error",
-    UnscoredWarning)`` turns them into exceptions, ``"ignore"`` silences them.
-    """
-
-
-class HintIgnoredWarning(UserWarning):
-    """A hint the caller passed (``db_id``) disagreed with the bundle; the row was resolved without it."""
+# Warnings use the built-in categories, so that any process can unpickle them (pytest-xdist, a
+# trainer's worker pool: a class of the bundle lives under a private package name that another
+# process cannot import). Their messages start with these prefixes; filter on them, e.g.
+# ``warnings.filterwarnings("error", message=UNSCORED_WARNING)``.
+UNSCORED_WARNING = "spider-scoring: a completion is unscored"  # RuntimeWarning: None (or a raise) for a completion
+HINT_IGNORED_WARNING = "spider-scoring: the db_id hint"  # UserWarning: a hint set aside for the gold's own database

@@ -11,11 +11,11 @@ import pytest
 
 from bundle import bundle_index, grader, reward, scoring_entry
 from bundle.scoring_errors import (
+    HINT_IGNORED_WARNING,
     BundleDataError,
     CallArgumentsError,
     DatabaseUnavailableError,
     GoldQueryError,
-    HintIgnoredWarning,
     RowResolutionError,
     ScoringInfrastructureError,
     StaleBundleError,
@@ -96,9 +96,9 @@ def test_gold_matched_whitespace_insensitively(bundle_env):
 @pytest.mark.parametrize("hint", ["library", "no_such_db"], ids=["another database of the bundle", "a database not in it"])
 def test_a_db_id_hint_that_disagrees_gives_way_to_the_gold_s_own_database_with_a_warning(bundle_env, hint):
     assert reward.compute_score(solution_str=GOLD, ground_truth=GOLD, extra_info={"db_id": "pets_club"}) == 1.0
-    with pytest.warns(HintIgnoredWarning, match=f"hint {hint!r} does not hold gold .* scored on 'pets_club'"):
+    with pytest.warns(UserWarning, match=f"hint {hint!r} does not hold gold .* scored on 'pets_club'"):
         assert reward.compute_score(solution_str=GOLD, ground_truth=GOLD, extra_info={"db_id": hint}) == 1.0
-    with pytest.warns(HintIgnoredWarning):
+    with pytest.warns(UserWarning, match=HINT_IGNORED_WARNING):
         assert reward.trl_reward([GOLD, "SELECT 1"], ground_truth=[GOLD] * 2, db_id=[hint] * 2) == [1.0, 0.0]
 
 
@@ -110,7 +110,7 @@ def test_a_gold_stored_nowhere_is_stale_whatever_the_hint(bundle_env):
 def test_a_wrong_hint_on_a_shared_gold_still_needs_the_prompt(bundle_env):
     with pytest.raises(RowResolutionError, match="the db_id hint 'library' holds no such gold"):
         grader.compute_score(output="SELECT 4", expected=SHARED_GOLD, db_id="library")
-    with pytest.warns(HintIgnoredWarning, match="scored on 'bakery'"):
+    with pytest.warns(UserWarning, match="scored on 'bakery'"):
         assert grader.compute_score(input=BAKERY_PROMPT, output="SELECT 4", expected=SHARED_GOLD, db_id="library") == 1.0
 
 

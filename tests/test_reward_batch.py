@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from bundle import reward, scoring_batch, verify
-from bundle.scoring_errors import CallArgumentsError, StaleBundleError, UnscoredWarning
+from bundle.scoring_errors import UNSCORED_WARNING, CallArgumentsError, StaleBundleError
 from harness.common.completions import message_text as harness_message_text
 
 GOLD = "SELECT count(*) FROM Owner"
@@ -44,7 +44,7 @@ class Recorder:
 
 
 def test_an_unscorable_completion_gets_none_and_a_warning_and_the_others_are_scored(bundle_env):
-    with pytest.warns(UnscoredWarning, match=r"unscored \(infrastructure_error, stale_bundle\)"):
+    with pytest.warns(RuntimeWarning, match=UNSCORED_WARNING + r" \(infrastructure_error, stale_bundle\)"):
         scores = reward.trl_reward([GOLD, GOLD, "SELECT 1"], ground_truth=[GOLD, STALE, GOLD])
     assert scores == [1.0, None, 0.0]
 
@@ -53,7 +53,7 @@ def test_an_unscorable_completion_gets_none_and_a_warning_and_the_others_are_sco
 def test_a_completion_nested_beyond_reason_is_a_typed_error_never_a_recursion_error(bundle_env, completion):
     with pytest.raises(CallArgumentsError, match="nested more than 8 lists or messages deep"):
         reward.compute_score(solution_str=completion, ground_truth=GOLD)
-    with pytest.warns(UnscoredWarning, match="call_arguments"):
+    with pytest.warns(RuntimeWarning, match=UNSCORED_WARNING + ".*call_arguments"):
         assert reward.trl_reward([completion, GOLD], ground_truth=[GOLD, GOLD]) == [None, 1.0]
     assert sys.getrecursionlimit() < 100_000  # the deep case would have overflowed a recursive reader
 
@@ -71,7 +71,7 @@ def test_message_content_given_as_parts_is_read_as_its_text(bundle_env, completi
 
 def test_trl_gets_the_share_of_each_outcome_and_each_completion_s_explanation(bundle_env):
     seen = Recorder()
-    with pytest.warns(UnscoredWarning):
+    with pytest.warns(RuntimeWarning, match=UNSCORED_WARNING):
         scores = reward.trl_reward([GOLD, "no sql here", "DROP TABLE Owner", GOLD, "SELECT name FROM Owner"],
                                    ground_truth=[GOLD, GOLD, GOLD, STALE, GOLD],
                                    log_metric=seen.log_metric, log_extra=seen.log_extra)
@@ -110,7 +110,7 @@ def test_verls_batch_form_returns_one_score_per_item(bundle_env):
     with pytest.raises(CallArgumentsError, match="lists of one length"):
         reward.compute_score(solution_strs=[GOLD], ground_truths=[GOLD, GOLD])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnscoredWarning)
+        warnings.filterwarnings("ignore", message=UNSCORED_WARNING)
         with pytest.raises(StaleBundleError):  # verl's interface takes only numbers: a fault raises
             reward.compute_score(solution_strs=[GOLD, GOLD], ground_truths=[GOLD, STALE])
 
@@ -123,7 +123,7 @@ def test_outcome_fields_make_compute_score_a_dict_and_the_default_stays_a_float(
 
 
 def test_compute_score_warns_before_it_raises_so_a_manager_that_swallows_errors_still_shows_them(bundle_env):
-    with pytest.warns(UnscoredWarning, match="stale_bundle"), pytest.raises(StaleBundleError):
+    with pytest.warns(RuntimeWarning, match=UNSCORED_WARNING + ".*stale_bundle"), pytest.raises(StaleBundleError):
         reward.compute_score(solution_str=GOLD, ground_truth=STALE)
 
 
