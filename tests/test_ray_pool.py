@@ -147,3 +147,12 @@ def test_a_cluster_with_no_cpu_at_all_is_an_error_not_a_hang():
     cluster = Cluster({"head": 0})
     with pytest.raises(HarnessError, match="no Ray worker was alive for 30 s"):
         grade(cluster, workers=2, stall_timeout_s=30)
+
+
+def test_a_benchmark_can_hold_the_shards_until_every_worker_has_started():
+    cluster = Cluster({"head": 0, "worker": 2})
+    _results, stats = grade(cluster, workers=2, all_started=True)
+    assert len(stats.processes) == 2  # both graded, though the first could have done it all
+    lonely = Cluster({"head": 0, "worker": 1})  # the second worker never starts: held only until the stall timeout
+    results, stats = grade(lonely, workers=2, all_started=True, stall_timeout_s=20)
+    assert all(r.score == 1.0 for r in results) and len(stats.processes) == 1 and 20 <= lonely.now <= 22

@@ -53,6 +53,7 @@ class RayOptions:
     shard_rows: int | None = None  # default: harness.raygrade.pool.plan_shards
     max_attempts: int = 3
     stall_timeout_s: float = 120.0  # no live worker this long: stop with an error (harness.raygrade.pool)
+    all_started: bool = False  # no shard before every worker has started (bench-ray: N workers measured as N)
 
     def check(self) -> RayOptions:
         for name in ("workers", "shard_rows", "max_attempts"):
@@ -155,7 +156,8 @@ def _grade(ray: Any, options: RayOptions, zip_bytes: bytes, sha256: str, functio
     try:
         results, stats = run_pool(ray, lambda: actor.remote(holder, sha256, function, run), workers, rows, completions,
                                   shards, db_of, max_attempts=options.max_attempts,
-                                  stall_timeout_s=options.stall_timeout_s, progress=progress)
+                                  stall_timeout_s=options.stall_timeout_s, all_started=options.all_started,
+                                  progress=progress)
     finally:
         progress.close()
     addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}

@@ -137,11 +137,13 @@ class Slots:
 def run_pool(ray: Any, make_actor: Callable[[], Any], workers: int, rows: list[SplitRow], completions: list[str],
              shards: list[tuple[int, int]], db_of: dict[str, str], *, max_attempts: int = 3,
              stall_timeout_s: float = 120.0, poll_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
-             progress: Progress | None = None) -> tuple[list[RowResult], PoolStats]:
+             all_started: bool = False, progress: Progress | None = None) -> tuple[list[RowResult], PoolStats]:
     """Every shard graded once (or given up), results in row order.
 
     HarnessError when no worker is live for ``stall_timeout_s`` (all lost and none can start);
     ``poll_s`` bounds each wait, so that check and signals (SIGTERM, Ctrl-C) are seen in time.
+    ``all_started``: give out the first shard only once every worker has started (or
+    ``stall_timeout_s`` passed), so that a benchmark of N workers measures N (bench-ray).
     """
     if max_attempts < 1:
         raise InputError(f"max_attempts is {max_attempts}: give at least 1")
@@ -156,9 +158,11 @@ def run_pool(ray: Any, make_actor: Callable[[], Any], workers: int, rows: list[S
     inflight: dict[Any, tuple[int, int]] = {}
     stats = PoolStats(shards=len(shards))
     stalled_since = began
+    holding = all_started
     try:
         while queue or inflight:
-            while queue and slots.idle:
+            holding = holding and len(slots.live) < workers and clock() - began < stall_timeout_s
+            while queue and slots.idle and not holding:
                 slot, shard = slots.idle.popleft(), queue.popleft()
                 attempts[shard] += 1
                 start, stop = shards[shard]
