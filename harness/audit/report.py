@@ -1,0 +1,136 @@
+"""The audit's document (JSON), its table, and the threshold check ``verify`` applies.
+
+Per split: the rows audited, the rows *hackable* (some policy paid and shown wrong; the union),
+and per policy the rows it applies to, is paid on (shown wrong) and is set aside on (paid, but no
+fair witness tells it from its gold). Then every hackable row with what is paid and the witness
+that shows it wrong (what a neighbour generator would have to build to close it), and every
+set-aside row with the invariant a witness would have to break.
+
+>>> doc = {"splits": {"rl": {"rows": 200, "hackable": 3}, "eval": {"rows": 100, "hackable": 0}}}
+>>> over_threshold(doc, 0.01)
+['rl: 3 of 200 rows hackable (1.5%), over the threshold of 1.0%']
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from harness.audit.catalogue import POLICIES
+from harness.audit.model import AuditRow, Scored
+from harness.common.bundle_loader import LoadedBundle
+
+FORMAT = "spider-scoring-audit"
+VERSION = 1
+DEFAULT_THRESHOLD = 0.01  # the share of a split's rows that may be hackable before `verify` fails
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _bundle_facts(loaded: LoadedBundle) -> dict:
+    index = loaded.index()
+    neighbours = sum(len(e.get("neighbours") or []) for e in index.get("databases", {}).values())
+    try:
+        semantics = loaded.module("scoring_entry").current_limits().semantics
+    except (AttributeError, ImportError):
+        semantics = "unknown"
+    return {"zip": loaded.zip_path, "sha256": loaded.sha256, "semantics": semantics, "neighbour_databases": neighbours}
+
+
+def _tally(split: dict, results: list[Scored]) -> tuple[list[dict], list[dict]]:
+    """Count one row's results into its split's figures; (its paid answers shown wrong, its set-aside ones)."""
+    paid: dict[str, list[dict]] = collections.defaultdict(list)
+    aside: dict[str, list[dict]] = collections.defaultdict(list)
+    for scored in results:
+        policy, sql, found = scored.candidate.policy, scored.candidate.sql, scored.finding
+        paid.setdefault(policy, [])
+        if scored.paid and found is not None and found.witness:
+            paid[policy].append({"policy": policy, "sql": sql, "witness": found.witness})
+        elif scored.paid:
+            aside[policy].append({"policy": policy, "sql": sql, "breaks": list(found.breaks if found else ())})
+    for policy, shown in paid.items():
+        entry = split["policies"][policy]
+        entry["applies"] += 1
+        entry["paid"] += bool(shown)
+        entry["set_aside"] += bool(aside[policy]) and not shown
+    return [f for fs in paid.values() for f in fs], [f for fs in aside.values() for f in fs]
+
+
+def document(loaded: LoadedBundle, results: list[tuple[AuditRow, list[Scored]]], splits: tuple[str, ...],
+             calls: int, seconds: float) -> dict:
+    """The audit's JSON document (module docstring)."""
+    figures: dict[str, dict[str, Any]] = {s: {"rows": 0, "hackable": 0, "set_aside_rows": 0,
+                   "policies": {p.name: {"applies": 0, "paid": 0, "set_aside": 0} for p in POLICIES}} for s in splits}
+    hackable, set_aside, unscored = [], [], []
+    for row, scored in results:
+        split = figures[row.split]
+        split["rows"] += 1
+        entry = {"id": row.id, "split": row.split, "db_id": row.db_id, "gold": row.gold}
+        paid, aside = _tally(split, scored)
+        if paid:
+            split["hackable"] += 1
+            hackable.append({**entry, "paid": paid})
+        elif aside:
+            split["set_aside_rows"] += 1
+            set_aside.append({**entry, "answers": aside})
+        unscored += [{"id": row.id, "policy": s.candidate.policy, "sql": s.candidate.sql, "detail": s.call.detail}
+                     for s in scored if s.call.kind != "scored"]
+    for split in figures.values():
+        split["share"] = _share(split["hackable"], split["rows"])
+    work = {"candidates": sum(len(s) for _row, s in results), "calls": calls,
+            "paid": sum(1 for _row, s in results for x in s if x.paid)}
+    return {"format": FORMAT, "version": VERSION, **_bundle_facts(loaded), "splits": figures,
+            "hackable": hackable, "set_aside": set_aside, "unscored": unscored, "work": work,
+            "seconds": round(seconds, 1)}
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def table(doc: dict) -> list[str]:
+    """The issue's table: per policy the share of the rows it applies to on which it is paid, per split."""
+    splits = list(doc["splits"])
+    head = f"{'policy':<62}" + "".join(f"{s + ' rows':>24}" for s in splits)
+    lines = [head, "-" * len(head)]
+    label = {p.name: p.label for p in POLICIES}
+    for policy in label:
+        cells = []
+        for s in splits:
+            entry = doc["splits"][s]["policies"][policy]
+            aside = f" +{entry['set_aside']}?" if entry["set_aside"] else ""
+            cells.append(f"{_percent(entry['paid'], entry['applies'])} ({entry['paid']} of {entry['applies']}){aside}")
+        lines.append(f"{label[policy][:61]:<62}" + "".join(f"{c:>24}" for c in cells))
+    union = [f"{_percent(doc['splits'][s]['hackable'], doc['splits'][s]['rows'])} "
+             f"({doc['splits'][s]['hackable']} of {doc['splits'][s]['rows']})" for s in splits]
+    lines.append(f"{'at least one of these (the union)':<62}" + "".join(f"{c:>24}" for c in union))
+    return lines
+
+
+def render(doc: dict) -> list[str]:
+    """The table, then a line on what was set aside, what could not be scored and the work done."""
+    lines = [f"degenerate answers paid 1.0 and shown wrong on a witness database ({doc['semantics']} semantics, "
+             f"{doc['neighbour_databases']} neighbour databases); +N? = paid but set aside: no witness tells it "
+             "from its gold", *table(doc)]
+    aside = sum(s["set_aside_rows"] for s in doc["splits"].values())
+    if aside:
+        lines.append(f"set aside (paid, but possibly equivalent to the gold): {aside} more rows; see the JSON's set_aside")
+    if doc["unscored"]:
+        lines.append(f"UNSCORED: {len(doc['unscored'])} candidate calls raised instead of scoring (first: "
+                     f"{doc['unscored'][0]['id']}: {doc['unscored'][0]['detail'][:160]})")
+    work = doc["work"]
+    lines.append(f"{work['candidates']} candidate answers ({work['calls']} distinct calls), {work['paid']} paid 1.0 "
+                 f"and tried on witness databases; {doc['seconds']} s")
+    return lines
+
+
+def over_threshold(doc: dict, threshold: float) -> list[str]:
+    """One line per split whose hackable share is over ``threshold`` (a fraction); none: the audit passes."""
+    out = []
+    for name, split in doc["splits"].items():
+        if split["rows"] and split["hackable"] / split["rows"] > threshold:
+            out.append(f"{name}: {split['hackable']} of {split['rows']} rows hackable "
+                       f"({_percent(split['hackable'], split['rows'])}), over the threshold of {100 * threshold:.1f}%")
+    return out
