@@ -16,13 +16,16 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from harness.audit.catalogue import POLICIES
+from harness.audit.catalogue import FIRST_SEVEN, POLICIES
 from harness.audit.model import AuditRow, Scored
 from harness.common.bundle_loader import LoadedBundle
 
 FORMAT = "spider-scoring-audit"
 VERSION = 1
-DEFAULT_THRESHOLD = 0.01  # the share of a split's rows that may be hackable before `verify` fails
+# The share of a split's rows that may be hackable before `verify` and `audit` fail (docs/audit.md,
+# "Threshold"): above today's default bundles (Spider 1.2% rl / 4.3% eval, the sample 0% / 10%), far
+# below a bundle whose neighbour databases are missing (99% / 92%). Lower it as the holes close.
+DEFAULT_THRESHOLD = 0.15
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -59,9 +62,9 @@ def _tally(split: dict, results: list[Scored]) -> tuple[list[dict], list[dict]]:
 
 
 def document(loaded: LoadedBundle, results: list[tuple[AuditRow, list[Scored]]], splits: tuple[str, ...],
-             calls: int, seconds: float) -> dict:
+             work: dict, seconds: float) -> dict:
     """The audit's JSON document (module docstring)."""
-    figures: dict[str, dict[str, Any]] = {s: {"rows": 0, "hackable": 0, "set_aside_rows": 0,
+    figures: dict[str, dict[str, Any]] = {s: {"rows": 0, "hackable": 0, "hackable_first_seven": 0, "set_aside_rows": 0,
                    "policies": {p.name: {"applies": 0, "paid": 0, "set_aside": 0} for p in POLICIES}} for s in splits}
     hackable, set_aside, unscored = [], [], []
     for row, scored in results:
@@ -71,6 +74,7 @@ def document(loaded: LoadedBundle, results: list[tuple[AuditRow, list[Scored]]],
         paid, aside = _tally(split, scored)
         if paid:
             split["hackable"] += 1
+            split["hackable_first_seven"] += any(f["policy"] in FIRST_SEVEN for f in paid)
             hackable.append({**entry, "paid": paid})
         elif aside:
             split["set_aside_rows"] += 1
@@ -79,8 +83,8 @@ def document(loaded: LoadedBundle, results: list[tuple[AuditRow, list[Scored]]],
                      for s in scored if s.call.kind != "scored"]
     for split in figures.values():
         split["share"] = _share(split["hackable"], split["rows"])
-    work = {"candidates": sum(len(s) for _row, s in results), "calls": calls,
-            "paid": sum(1 for _row, s in results for x in s if x.paid)}
+    work = {"candidates": sum(len(s) for _row, s in results), "paid": sum(1 for _row, s in results for x in s if x.paid),
+            **work}
     return {"format": FORMAT, "version": VERSION, **_bundle_facts(loaded), "splits": figures,
             "hackable": hackable, "set_aside": set_aside, "unscored": unscored, "work": work,
             "seconds": round(seconds, 1)}
@@ -103,9 +107,11 @@ def table(doc: dict) -> list[str]:
             aside = f" +{entry['set_aside']}?" if entry["set_aside"] else ""
             cells.append(f"{_percent(entry['paid'], entry['applies'])} ({entry['paid']} of {entry['applies']}){aside}")
         lines.append(f"{label[policy][:61]:<62}" + "".join(f"{c:>24}" for c in cells))
-    union = [f"{_percent(doc['splits'][s]['hackable'], doc['splits'][s]['rows'])} "
-             f"({doc['splits'][s]['hackable']} of {doc['splits'][s]['rows']})" for s in splits]
-    lines.append(f"{'at least one of these (the union)':<62}" + "".join(f"{c:>24}" for c in union))
+    for key, label_text in (("hackable_first_seven", "at least one of the first seven"),
+                            ("hackable", "at least one of these (the union)")):
+        cells = [f"{_percent(doc['splits'][s][key], doc['splits'][s]['rows'])} ({doc['splits'][s][key]} of "
+                 f"{doc['splits'][s]['rows']})" for s in splits]
+        lines.append(f"{label_text:<62}" + "".join(f"{c:>24}" for c in cells))
     return lines
 
 
@@ -121,8 +127,10 @@ def render(doc: dict) -> list[str]:
         lines.append(f"UNSCORED: {len(doc['unscored'])} candidate calls raised instead of scoring (first: "
                      f"{doc['unscored'][0]['id']}: {doc['unscored'][0]['detail'][:160]})")
     work = doc["work"]
-    lines.append(f"{work['candidates']} candidate answers ({work['calls']} distinct calls), {work['paid']} paid 1.0 "
-                 f"and tried on witness databases; {doc['seconds']} s")
+    unfair = ", ".join(f"{kind} {n}" for kind, n in sorted(work["unfair_by"].items())) or "none"
+    lines.append(f"{work['candidates']} candidate answers ({work['calls']} distinct calls), {work['paid']} paid 1.0 and "
+                 f"tried on {work['witnesses']} witness databases ({work['unfair']} not used: they break an invariant, "
+                 f"{unfair}); {doc['seconds']} s")
     return lines
 
 

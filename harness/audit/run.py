@@ -123,25 +123,30 @@ def _shown_wrong(verify: Callable, witnesses: WitnessSet, gold: str, sql: str) -
             return Finding(witness.name)
     for witness in unfair + [w for w in witnesses.keys_only(tables) if w.broken]:
         if verify(sql, gold, str(witness.path), is_sql=True).outcome == "mismatch":
-            return Finding(None, witness.broken)
+            return Finding(None, tuple(str(b) for b in witness.broken))
     return Finding()
 
 
 def judge_paid(loaded: LoadedBundle, paid: dict[str, set[tuple[str, str]]], golds: dict[str, list[str]],
-               work: Path, threads: int) -> dict[tuple[str, str, str], Finding]:
-    """(db_id, gold, sql) -> its Finding, for every paid pair, one thread per database."""
+               work: Path, threads: int) -> tuple[dict[tuple[str, str, str], Finding], dict]:
+    """(db_id, gold, sql) -> its Finding for every paid pair (one thread per database), and the
+    witnesses built: how many, and how many break an invariant (by the invariant's kind)."""
     verify = loaded.module("verify").verify
     files = loaded.database_files()
 
-    def one_database(db_id: str) -> dict[tuple[str, str, str], Finding]:
+    def one_database(db_id: str) -> tuple[dict[tuple[str, str, str], Finding], list]:
         witnesses = WitnessSet(db_id, files[db_id], golds[db_id], work / db_id)
-        return {(db_id, gold, sql): _shown_wrong(verify, witnesses, gold, sql) for gold, sql in sorted(paid[db_id])}
+        found = {(db_id, gold, sql): _shown_wrong(verify, witnesses, gold, sql) for gold, sql in sorted(paid[db_id])}
+        return found, witnesses.built()
 
     found: dict[tuple[str, str, str], Finding] = {}
+    built = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        for part in pool.map(one_database, sorted(paid)):
+        for part, made in pool.map(one_database, sorted(paid)):
             found.update(part)
-    return found
+            built += made
+    unfair = collections.Counter(kind for w in built for kind in {b.kind for b in w.broken})
+    return found, {"witnesses": len(built), "unfair": sum(1 for w in built if w.broken), "unfair_by": dict(unfair)}
 
 
 def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, threads: int = 4,
@@ -165,10 +170,10 @@ def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, thr
         "looking for witnesses")
     work = Path(tempfile.mkdtemp(prefix="audit-witnesses-"))
     try:
-        judged = judge_paid(loaded, paid, golds, work, threads)
+        judged, witnesses = judge_paid(loaded, paid, golds, work, threads)
     finally:
         remove_unpacked(work)
     results = [(row, [Scored(c, calls[(FUNCTION_FOR_SPLIT[row.split], row.db_id, row.gold, c.sql)],
                              judged.get((row.db_id, row.gold, c.sql))) for c in made[(row.db_id, row.gold)]])
                for row in rows]
-    return report.document(loaded, results, splits, len(calls), time.monotonic() - started)
+    return report.document(loaded, results, splits, {"calls": len(calls), **witnesses}, time.monotonic() - started)

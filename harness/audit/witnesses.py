@@ -45,7 +45,7 @@ class Witness:
 
     name: str
     path: Path
-    broken: tuple[str, ...] = ()
+    broken: tuple[inv.Invariant, ...] = ()
 
 
 def _numbers(values: list) -> list:
@@ -168,7 +168,7 @@ class WitnessSet:
             except (sqlite3.Error, OSError, ValueError, StopIteration):
                 self._built[name] = None
                 return None
-            broken = tuple(str(i) for i in inv.broken(self.invariants, path))
+            broken = tuple(inv.broken(self.invariants, path))
             self._built[name] = Witness(name, path, broken)
         return self._built[name]
 

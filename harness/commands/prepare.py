@@ -5,16 +5,20 @@
 
 Writes the prepared folder ``--output DIR`` (default ``out``; harness.common.layout): the splits
 under ``DIR/data/``, the staged bundle ``DIR/bundle/`` and ``DIR/prepare-summary.json``. The work is
-harness.prepare.job's; this module reads the flags and prints the summary.
+harness.prepare.job's, with the audit of the staged bundle (harness.audit.entry.review) as its
+review: a section of the summary, and with ``--drop-hackable`` the rl rows it finds hackable left
+out. This module reads the flags and prints the summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import tempfile
 from pathlib import Path
 
+from harness.audit import entry
 from harness.common.errors import InputError
 from harness.common.layout import DEFAULT_DATA
 from harness.prepare import job, splits
@@ -76,6 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fuzzed candidates built per database before the few kept are chosen (default %(default)s)")
     add("--max-neighbours", type=_count, metavar="N", default=distil.Settings.max_keep,
         help="neighbour databases kept per database at most (default %(default)s)")
+    add("--no-audit", action="store_true",
+        help="skip the audit of degenerate answers (by default its figures are a section of the summary)")
+    add("--drop-hackable", action="store_true",
+        help="leave out of rl.jsonl the rows the audit finds hackable (named in the summary)")
 
 
 def _splits(text: str) -> tuple[str, ...]:
@@ -106,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     """Check the flags, pick the row source, prepare, print the summary."""
     if args.sample and args.databases is not None:
         raise InputError("--sample uses the embedded databases: drop --databases (or drop --sample)")
+    if args.no_audit and args.drop_hackable:
+        raise InputError("--drop-hackable needs the audit: drop --no-audit (or drop --drop-hackable)")
     if not args.sample and args.databases is None:
         raise InputError("give --databases (Spider's database folder, e.g. spider/database) "
                          "or --sample for the embedded sample")
@@ -117,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
             catalog = splits.Catalog.from_folder(args.databases, args.max_schema)
             source = job.api_source(args.api_url, args.cache_dir, args.request_interval)
         rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds)
+        review = None if args.no_audit else functools.partial(entry.review, drop_hackable=args.drop_hackable)
         summary = job.prepare(source, rules, _sizes(args), args.output,
-                              origin="embedded sample" if args.sample else args.api_url, neighbours=_plan(args))
+                              origin="embedded sample" if args.sample else args.api_url, neighbours=_plan(args),
+                              review=review)
     print(prepare_summary.render(summary))
     return 0
