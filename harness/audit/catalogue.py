@@ -75,8 +75,8 @@ class Candidate:
 def literal(value: object) -> str:
     """``value`` as an SQL literal that SQLite reads back as the same value.
 
-    >>> [literal(v) for v in (None, 3, 2.5, "it's", b"\\x01", float("inf"))]
-    ['NULL', '3', '2.5', "'it''s'", "X'01'", '9e999']
+    >>> [literal(v) for v in (None, 3, 2.5, "it's", b"\\x01", float("inf"), "a\\x00")]
+    ['NULL', '3', '2.5', "'it''s'", "X'01'", '9e999', "CAST(X'6100' AS TEXT)"]
     """
     if value is None:
         return "NULL"
@@ -90,7 +90,10 @@ def literal(value: object) -> str:
         return repr(value) if math.isfinite(value) else ("9e999" if value > 0 else "-9e999")
     if isinstance(value, bytes):
         return "X'" + value.hex().upper() + "'"
-    return "'" + str(value).replace("'", "''") + "'"
+    text = str(value)
+    if "\x00" in text:  # no SQL text may hold NUL: spelled as its UTF-8 bytes, read back as text
+        return "CAST(X'" + text.encode("utf-8").hex().upper() + "' AS TEXT)"
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _row(values: tuple) -> str:
