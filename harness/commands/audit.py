@@ -46,7 +46,7 @@ def add_max_hackable(parser: argparse.ArgumentParser) -> None:
     """``--max-hackable SHARE``: shared by `audit` and `verify`, one meaning in both."""
     parser.add_argument("--max-hackable", type=share, default=report.DEFAULT_THRESHOLD, metavar="SHARE",
                         help="fail when a split has more hackable rows than this share, as a fraction or a "
-                             f"percentage (default {report.DEFAULT_THRESHOLD:.0%}; docs/audit.md)")
+                             f"percentage (default {100 * report.DEFAULT_THRESHOLD:.0f}%%; docs/audit.md)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
