@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import run_prepare
+from conftest import ROOT, run_prepare
 from harness.audit import entry, report
 from harness.audit.catalogue import POLICY_NAMES
 from harness.cli import main
@@ -106,6 +108,19 @@ def test_prepare_writes_the_audit_into_its_summary(prepared_sample):
 def test_no_audit_leaves_the_section_empty_and_cannot_drop(tmp_path):
     assert run_prepare(tmp_path / "out", "--sample", "--no-audit")["audit"] is None
     assert main(["prepare", "--sample", "--no-audit", "--drop-hackable", "--output", str(tmp_path / "x")]) == 3
+
+
+def test_in_a_bare_interpreter_prepare_says_the_audit_did_not_run_and_cannot_drop(tmp_path):
+    """prepare needs only the standard library (tests/test_prepare.py); the audit needs sqlparse."""
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from harness.cli import main; sys.exit(main(sys.argv[1:]))")
+    bare = [sys.executable, "-I", "-S", "-c", code, "prepare", "--sample", "--rows", "3", "--rl-rows", "2", "--eval-rows", "2"]
+    done = subprocess.run(bare + ["--output", str(tmp_path / "o")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "audit: not run: sqlparse is not importable here" in done.stdout
+    assert json.loads((tmp_path / "o" / "prepare-summary.json").read_text())["audit"]["not_run"].startswith("sqlparse")
+    refused = subprocess.run(bare + ["--drop-hackable", "--output", str(tmp_path / "p")], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == InputError.exit_code and "needs the audit" in refused.stderr
 
 
 def test_dropping_every_rl_row_is_refused(tmp_path, capsys):

@@ -43,16 +43,12 @@ Say = Callable[[str], None]
 
 
 def index_rows(loaded: LoadedBundle, splits: tuple[str, ...]) -> list[AuditRow]:
-    """The rows of ``splits`` in the bundle's index, in index order."""
+    """The rows of ``splits`` in the bundle's index, in index order (none, for splits prepared empty)."""
     unknown = [s for s in splits if s not in FUNCTION_FOR_SPLIT]
     if unknown:
         raise InputError(f"unknown split(s) {', '.join(unknown)}: audit among {', '.join(FUNCTION_FOR_SPLIT)}")
-    rows = [AuditRow(str(r["id"]), str(r["split"]), str(r["db_id"]), str(r["gold"]))
+    return [AuditRow(str(r["id"]), str(r["split"]), str(r["db_id"]), str(r["gold"]))
             for r in loaded.index().get("rows", []) if r.get("split") in splits]
-    if not rows:
-        raise InputError(f"the bundle {loaded.zip_path} holds no row of {', '.join(splits)}: "
-                         "prepare the splits again (`make bundle`)")
-    return rows
 
 
 def gold_rows(database: Path, gold: str) -> catalogue.GoldRows:

@@ -72,6 +72,9 @@ def audit_document(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     doc = audit_document(args)
+    if not any(split["rows"] for split in doc["splits"].values()):
+        raise InputError(f"the bundle holds no row of {', '.join(args.splits)}: nothing to audit; prepare those "
+                         "splits (`make bundle`) or name others with --splits")
     print("\n".join(report.render(doc)))
     if args.json is not None:
         atomic_write_bytes(args.json, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8"))

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from harness.audit import entry
 from harness.common.errors import InputError
 from harness.common.layout import DEFAULT_DATA
 from harness.prepare import job, splits
@@ -110,6 +109,25 @@ def _sizes(args: argparse.Namespace) -> splits.Sizes:
                         eval=base.eval if args.eval_rows is None else args.eval_rows)
 
 
+def _review(args: argparse.Namespace) -> Callable[[Path], job.Review] | None:
+    """The audit of the staged bundle (harness.audit.entry.review), None with --no-audit.
+
+    The audit edits golds with sqlparse, which a bare interpreter lacks: prepare itself needs only the
+    standard library, so there the summary says the audit did not run, and why.
+    """
+    if args.no_audit:
+        return None
+    try:
+        from harness.audit import entry  # sqlparse: imported only when the audit runs
+    except ImportError as exc:
+        if args.drop_hackable:
+            raise InputError(f"--drop-hackable needs the audit, which needs {exc.name} (not importable here): run "
+                             "prepare in the project's environment (`make bundle`, .venv)") from None
+        reason = f"{exc.name} is not importable here: run `python3 -m harness audit` in the project's environment"
+        return lambda staged: job.Review({"not_run": reason})
+    return lambda staged: entry.review(staged, drop_hackable=args.drop_hackable)
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the flags, pick the row source, prepare, print the summary."""
     if args.sample and args.databases is not None:
@@ -127,9 +145,8 @@ def run(args: argparse.Namespace) -> int:
             catalog = splits.Catalog.from_folder(args.databases, args.max_schema)
             source = job.api_source(args.api_url, args.cache_dir, args.request_interval)
         rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds)
-        review = None if args.no_audit else functools.partial(entry.review, drop_hackable=args.drop_hackable)
         summary = job.prepare(source, rules, _sizes(args), args.output,
                               origin="embedded sample" if args.sample else args.api_url, neighbours=_plan(args),
-                              review=review)
+                              review=_review(args))
     print(prepare_summary.render(summary))
     return 0

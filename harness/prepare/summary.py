@@ -129,8 +129,12 @@ def _render_audit(found: dict | None) -> list[str]:
     """The audit's section in a few lines: the hackable share per split, the rows dropped from rl."""
     if not found:
         return ["audit: not run (prepare --no-audit)"]
+    if "not_run" in found:
+        return [f"audit: not run: {found['not_run']}"]
     shares = ", ".join(f"{name} {s['hackable']} of {s['rows']} rows ({100 * s['hackable'] / s['rows']:.1f}%)"
                        for name, s in found["splits"].items() if s["rows"])
+    if not shares:
+        return ["audit: no rl or eval row to audit"]
     aside = sum(s["set_aside_rows"] for s in found["splits"].values())
     lines = [f"audit: hackable (a degenerate answer paid 1.0 and shown wrong on a witness database): {shares}; "
              f"{aside} more set aside as possibly equivalent (`python3 -m harness audit` prints the table)"]
