@@ -25,7 +25,7 @@ from harness.prepare import pack
 ROOT = Path(__file__).resolve().parent.parent
 ALL_CHECKS = ["zip accepted", "splits well formed", "splits match the bundle", "eval unseen", "imports stdlib only",
               "golds score 1.0", "mutated golds score 0.0", "neighbour databases", "hostile suite", "no file created",
-              "stale gold rejected", "missing database", "databases unchanged"]
+              "stale gold rejected", "missing database", "databases unchanged", "degenerate answers"]
 
 # A reward that says 1.0 to everything, leaves a file behind on every call and appends to a
 # training database: everything pre-push verification exists to catch.
@@ -43,7 +43,8 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
 '''
 EVIL_FAILS = {"mutated golds score 0.0", "hostile suite", "no file created", "stale gold rejected",
               "missing database", "databases unchanged",
-              "neighbour databases"}  # the changed database fails the grader's checked read there too
+              "neighbour databases",  # the changed database fails the grader's checked read there too
+              "degenerate answers"}  # every rl row is paid an empty answer (and more): all hackable
 
 
 # --- the mutator ----------------------------------------------------------------------------------
@@ -208,7 +209,7 @@ def test_an_evil_bundle_fails_exactly_the_checks_meant_to_catch_it(staged, prepa
     results = _results(tmp_path / "r.json")
     assert {name for name, ok in results.items() if not ok} == EVIL_FAILS
     assert list(results) == ALL_CHECKS
-    assert "verification FAILED: 7 of 13 checks" in done.stdout and "created " in done.stdout
+    assert "verification FAILED: 8 of 14 checks" in done.stdout and "created " in done.stdout
 
 
 def test_a_zip_the_trainer_refuses_stops_before_the_container(prepared_sample, tmp_path):
