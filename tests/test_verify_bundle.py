@@ -158,6 +158,15 @@ def staged(tmp_path, prepared_sample) -> Path:
     return Path(shutil.copytree(prepared_sample / "bundle", tmp_path / "staged"))
 
 
+def test_a_bundle_that_does_not_import_fails_the_audit_check_too(staged, prepared_sample, tmp_path):
+    (staged / "reward.py").write_text("def compute_score(:\n")
+    pack.pack(staged, tmp_path / "b.zip")
+    done = _verify(tmp_path / "b.zip", prepared_sample, tmp_path / "r.json", "--in-process")
+    assert done.returncode == VerificationFailed.exit_code, done.stderr
+    audit = next(c for c in json.loads((tmp_path / "r.json").read_text())["checks"] if c["name"] == "degenerate answers")
+    assert not audit["passed"] and "fails to import: SyntaxError" in audit["failures"][0]
+
+
 def test_a_third_party_import_fails_the_fresh_interpreter_check(staged, tmp_path):
     grader = staged / "grader.py"
     grader.write_text(grader.read_text() + "\nimport docker  # not in the trainer's Python\n")
@@ -173,7 +182,8 @@ def test_a_bundle_that_does_not_import_fails_its_checks_instead_of_crashing(stag
     pack.pack(staged, tmp_path / "b.zip")
     report = job_verify(tmp_path / "b.zip", Prepared(prepared_sample), max_mutated_golds=2)
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
-    assert not report["passed"] and len(report["checks"]) == len(ALL_CHECKS) - 1  # all but "zip accepted"
+    # all but "zip accepted" and "degenerate answers", the command's own (on the host)
+    assert not report["passed"] and len(report["checks"]) == len(ALL_CHECKS) - 2
     assert "SyntaxError" in failed["imports stdlib only"]["failures"][0]
     assert failed["golds score 1.0"]["summary"] == "the check could not run"
     assert "fails to import: SyntaxError" in failed["golds score 1.0"]["failures"][0]
