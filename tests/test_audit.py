@@ -157,6 +157,7 @@ def test_drop_hackable_leaves_out_the_rows_it_names_and_verify_passes(tmp_path, 
     summary = run_prepare(out, "--sample", "--neighbour-candidates", "2", "--drop-hackable")
     dropped = summary["audit"]["dropped"]
     assert summary["rows"]["rl"] == 17 - len(dropped) and not [e for e in summary["audit"]["hackable"] if e["split"] == "rl"]
+    assert summary["warnings"] == []  # rows left out on purpose are no shortfall of the source
     assert "dropped from rl (--drop-hackable)" in capsys.readouterr().out or not dropped
     assert main(["pack", "--data", str(out)]) == 0
     assert main(["verify", "--in-process", "--data", str(out), "--json", str(tmp_path / "verify.json"),

@@ -131,9 +131,10 @@ def stage_neighbours(dest: Path, index: dict, selection: splits.Selection, plan:
     with tempfile.TemporaryDirectory(prefix="spider-neighbours-") as work:
         built = attach.build(golds, paths, Path(work), plan.settings, say=say)
         attach_neighbours(dest, index, built, plan)
-    for found in built.values():  # the work folder is gone: the kept files are the staged copies now
-        found.files = [data / attach.FOLDER / f"{found.db_id}-{k + 1}.sqlite" for k in range(len(found.files))]
-    return built
+    # The work folder is gone: the kept files are the staged copies now (a review may attach them again).
+    return {db_id: dataclasses.replace(found, files=[data / attach.FOLDER / f"{db_id}-{k + 1}.sqlite"
+                                                     for k in range(len(found.files))])
+            for db_id, found in built.items()}
 
 
 def attach_neighbours(dest: Path, index: dict, built: dict[str, distil.Distilled], plan: NeighbourPlan) -> None:

@@ -57,11 +57,12 @@ def _databases(selection: splits.Selection, index: dict) -> dict:
     }
 
 
-def _warnings(sizes: splits.Sizes, written: dict[str, int], stats: dict[str, dict]) -> list[str]:
+def _warnings(sizes: splits.Sizes, written: dict[str, int], stats: dict[str, dict], dropped: int = 0) -> list[str]:
+    """A split the source left short (rl rows --drop-hackable left out do not count), prompts too long."""
     notes = []
     for name in splits.SPLITS:
         asked = getattr(sizes, name)
-        if written[name] < asked:
+        if written[name] + (dropped if name == "rl" else 0) < asked:
             notes.append(f"{name}: {written[name]} rows of {asked} asked: the source ran out of usable rows")
     for name, (key, limit, stage) in LIMIT_FOR_SPLIT.items():
         if stats[name][key]:
@@ -110,7 +111,7 @@ def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
         "neighbours": neighbours or {"splits": [], "databases": {}, "total": {}},
         "audit": audit,  # harness.audit's document without its run fields; None when prepare ran with --no-audit
         "prompts": stats,
-        "warnings": _warnings(sizes, written, stats),
+        "warnings": _warnings(sizes, written, stats, len((audit or {}).get("dropped") or [])),
         "fetch": fetch,
     }
 
