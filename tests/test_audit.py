@@ -190,6 +190,9 @@ def test_the_default_spider_splits_are_audited_within_the_threshold(prepared_spi
     assert report.over_threshold(section, report.DEFAULT_THRESHOLD) == []
     assert all(found["witness"] for row in section["hackable"] for found in row["paid"])
     assert section["unscored"] == []
+    fair = section["rewrites"]["splits"]  # issue 21: closing holes rejects at most 1% of the equivalent rewrites
+    assert fair["eval"]["scored"] >= 100 and sum(s["rejected"] for s in fair.values()) <= 0.01 * sum(
+        s["scored"] for s in fair.values())
 
 
 @pytest.mark.real_data

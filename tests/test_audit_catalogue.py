@@ -97,3 +97,20 @@ def test_a_literal_reads_back_as_the_same_value(value):
     with sqlite3.connect(":memory:") as conn:
         got = conn.execute(f"SELECT {literal(value)}").fetchone()[0]
     assert got == value and type(got) is type(value)
+
+
+def test_equivalent_rewrites_are_matched_by_database_and_gold_and_counted_when_not_paid():
+    from harness.audit import rewrites
+    from harness.audit.model import AuditRow
+    from harness.emulator.calls import Call
+
+    rows = [AuditRow("eval-00000", "eval", "pets", "SELECT count(*)  FROM pets;"), AuditRow("rl-00000", "rl", "zoo", "SELECT 1")]
+    corpus = [{"db_id": "pets", "kind": "aliases", "gold": "SELECT count(*) FROM pets", "rewrite": "SELECT count(*) FROM pets AS p"},
+              {"db_id": "pets", "kind": "join order", "gold": "SELECT count(*) FROM pets", "rewrite": "SELECT count(1) FROM pets"},
+              {"db_id": "other", "kind": "aliases", "gold": "SELECT count(*) FROM pets", "rewrite": "SELECT 2"}]
+    found = rewrites.matching(rows, corpus, {"rl": "reward", "eval": "grader"})
+    assert [task[3] for task, _kind in found["eval"]] == ["SELECT count(*) FROM pets AS p", "SELECT count(1) FROM pets"]
+    calls = {found["eval"][0][0]: Call(1.0, "scored"), found["eval"][1][0]: Call(0.0, "scored")}
+    section = rewrites.section(found, calls, ("rl", "eval"))
+    assert section["splits"] == {"rl": {"scored": 0, "rejected": 0}, "eval": {"scored": 2, "rejected": 1}}
+    assert [r["rewrite"] for r in section["rejected"]] == ["SELECT count(1) FROM pets"]

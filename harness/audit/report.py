@@ -120,6 +120,10 @@ def render(doc: dict) -> list[str]:
     lines = [f"degenerate answers paid 1.0 and shown wrong on a witness database ({doc['semantics']} semantics, "
              f"{doc['neighbour_databases']} neighbour databases); +N? = paid but set aside: no witness tells it "
              "from its gold", *table(doc)]
+    fair = doc.get("rewrites") or {"splits": {}}
+    if any(s["scored"] for s in fair["splits"].values()):
+        cells = "; ".join(f"{name} {s['rejected']} of {s['scored']}" for name, s in fair["splits"].items())
+        lines.append(f"equivalent rewrites rejected ({fair['corpus']}, golds in these splits): {cells}")
     aside = sum(s["set_aside_rows"] for s in doc["splits"].values())
     if aside:
         lines.append(f"set aside (paid, but possibly equivalent to the gold): {aside} more rows; see the JSON's set_aside")

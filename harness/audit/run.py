@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.audit import catalogue, report
+from harness.audit import catalogue, report, rewrites
 from harness.audit.model import AuditRow, Finding, Scored
 from harness.audit.sqledit import Query
 from harness.audit.witnesses import WitnessSet
@@ -151,10 +151,11 @@ def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, thr
     started = time.monotonic()
     rows = index_rows(loaded, splits)
     made = catalogue_of(loaded, rows)
-    tasks = sorted({(FUNCTION_FOR_SPLIT[r.split], r.db_id, r.gold, c.sql) for r in rows for c in made[(r.db_id, r.gold)]})
+    tasks = {(FUNCTION_FOR_SPLIT[r.split], r.db_id, r.gold, c.sql) for r in rows for c in made[(r.db_id, r.gold)]}
+    fair = rewrites.matching(rows, rewrites.load(), FUNCTION_FOR_SPLIT)
     say(f"audit: {len(rows)} rows of {', '.join(splits)}, {sum(len(v) for v in made.values())} candidates of "
-        f"{len(made)} golds, {len(tasks)} calls")
-    calls = score_all(loaded, tasks, threads)
+        f"{len(made)} golds, {len(tasks)} calls, and {sum(len(v) for v in fair.values())} equivalent rewrites")
+    calls = score_all(loaded, sorted(tasks | {task for found in fair.values() for task, _kind in found}), threads)
     paid: dict[str, set[tuple[str, str]]] = collections.defaultdict(set)
     for (_function, db_id, gold, sql), call in calls.items():
         if call.score == 1.0:
@@ -172,4 +173,5 @@ def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, thr
     results = [(row, [Scored(c, calls[(FUNCTION_FOR_SPLIT[row.split], row.db_id, row.gold, c.sql)],
                              judged.get((row.db_id, row.gold, c.sql))) for c in made[(row.db_id, row.gold)]])
                for row in rows]
-    return report.document(loaded, results, splits, {"calls": len(calls), **witnesses}, time.monotonic() - started)
+    doc = report.document(loaded, results, splits, {"calls": len(calls), **witnesses}, time.monotonic() - started)
+    return {**doc, "rewrites": rewrites.section(fair, calls, splits)}
