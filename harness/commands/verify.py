@@ -83,6 +83,9 @@ def audit_check(doc: dict, threshold: float) -> dict:
     """The audit as one check: failed when a split's hackable share is over ``threshold``."""
     over = audit_report.over_threshold(doc, threshold)
     shares = ", ".join(f"{name} {s['hackable']} of {s['rows']}" for name, s in doc["splits"].items())
+    fair = doc["rewrites"]["splits"].values()
+    shares += (f"; equivalent rewrites rejected: {sum(s['rejected'] for s in fair)} of {sum(s['scored'] for s in fair)}"
+               if any(s["scored"] for s in fair) else "")
     firsts = [f"{e['id']} ({e['db_id']}): {e['paid'][0]['policy']} {e['paid'][0]['sql'][:80]!r} paid, "
               f"shown wrong on {e['paid'][0]['witness']}" for e in doc["hackable"]]
     return {"name": AUDIT_CHECK, "passed": not over, "seconds": doc["seconds"],
