@@ -12,7 +12,9 @@ the splits audited (from the bundle's index: id, split, database, gold):
    with the bundle's own ``verify``: the first fair witness on which it is a ``mismatch`` shows it
    wrong, and the row is *hackable* by that policy. A paid candidate no fair witness tells from its
    gold is *set aside* (it may be an equivalent rewrite: it is never counted), with the invariant a
-   witness would have to break to tell them apart, when one does.
+   witness would have to break to tell them apart, when one does;
+5. the equivalent rewrites of the corpus whose golds the rows hold (harness.audit.rewrites) are
+   scored alongside: each one not paid is a fair answer the bundle rejects.
 
 The result is a plain dict (harness.audit.report renders it and checks it against a threshold).
 """
@@ -130,19 +132,21 @@ def judge_paid(loaded: LoadedBundle, paid: dict[str, set[tuple[str, str]]], gold
     verify = loaded.module("verify").verify
     files = loaded.database_files()
 
-    def one_database(db_id: str) -> tuple[dict[tuple[str, str, str], Finding], list]:
+    def one_database(db_id: str) -> tuple[dict[tuple[str, str, str], Finding], WitnessSet]:
         witnesses = WitnessSet(db_id, files[db_id], golds[db_id], work / db_id)
         found = {(db_id, gold, sql): _shown_wrong(verify, witnesses, gold, sql) for gold, sql in sorted(paid[db_id])}
-        return found, witnesses.built()
+        return found, witnesses
 
     found: dict[tuple[str, str, str], Finding] = {}
-    built = []
+    built, not_built = [], {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        for part, made in pool.map(one_database, sorted(paid)):
+        for part, witnesses in pool.map(one_database, sorted(paid)):
             found.update(part)
-            built += made
+            built += witnesses.built()
+            not_built.update({f"{witnesses.db_id}: {name}": why for name, why in witnesses.not_built.items()})
     unfair = collections.Counter(kind for w in built for kind in {b.kind for b in w.broken})
-    return found, {"witnesses": len(built), "unfair": sum(1 for w in built if w.broken), "unfair_by": dict(unfair)}
+    return found, {"witnesses": len(built), "unfair": sum(1 for w in built if w.broken), "unfair_by": dict(unfair),
+                   "not_built": not_built}
 
 
 def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, threads: int = 4,

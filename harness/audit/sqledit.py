@@ -105,18 +105,15 @@ class Query:
 
     def starts(self, word: str) -> list[int]:
         """Indexes of the tokens that start a ``word`` clause (``WHERE``, ``ORDER BY``...)."""
-        return [i for i, t in enumerate(self.toks) if t.word == word or (word == "SELECT" and t.ttype in T.DML
-                                                                         and t.text.upper() == "SELECT")]
+        return [i for i, t in enumerate(self.toks) if t.word == word]
 
-    def clause_end(self, start: int, stops: tuple[str, ...] = CLAUSES) -> int:
-        """The index just past the clause starting at ``start``."""
+    def clause_end(self, start: int) -> int:
+        """The index just past the clause starting at ``start``: the next clause keyword at its depth,
+        or the ")" closing its subquery."""
         depth = self.toks[start].depth
         for j in range(start + 1, len(self.toks)):
             tok = self.toks[j]
-            if tok.depth < depth:
-                return j
-            if tok.depth == depth and (tok.word in stops or tok.word.split(" ")[0] in stops
-                                       or (tok.ttype in T.DML and "SELECT" in stops)):
+            if tok.depth < depth or (tok.depth == depth and tok.word in CLAUSES):
                 return j
         return len(self.toks)
 

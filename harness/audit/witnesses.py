@@ -157,30 +157,35 @@ class WitnessSet:
         self.invariants = inv.mine(original, self.repeatable)
         self.tables = _table_names(original)
         self._built: dict[str, Witness | None] = {}
+        self.not_built: dict[str, str] = {}  # witness -> why it could not be built (reported, never hidden)
+        self._fuzzer: Fuzzer | None = None
 
-    def _make(self, name: str, build) -> Witness | None:
+    def _make(self, name: str, build: Callable[[Path], None]) -> Witness | None:
         """The witness ``name``, built once by ``build(path)``; None when it cannot be built."""
         if name not in self._built:
             path = self.work / f"{self.db_id}-{len(self._built):03d}.sqlite"
             self.work.mkdir(parents=True, exist_ok=True)
             try:
                 build(path)
-            except (sqlite3.Error, OSError, ValueError, StopIteration):
+            except (sqlite3.Error, OSError, ValueError, KeyError, StopIteration) as exc:
                 self._built[name] = None
+                self.not_built[name] = f"{type(exc).__name__}: {exc}"
                 return None
             broken = tuple(inv.broken(self.invariants, path))
             self._built[name] = Witness(name, path, broken)
         return self._built[name]
 
     def _fuzz(self, k: int, path: Path) -> None:
-        schema = read_schema(self.original)
-        lowered = {c.name.lower() for t in schema.tables for c in t.columns}
-        literals: dict[str, list] = {}
-        for gold in self.golds:
-            for column, found in literals_by_column(gold, lowered).items():
-                literals.setdefault(column, []).extend(v for v in found if v not in literals.get(column, []))
-        fuzzer = Fuzzer(schema, literals, grouped=self.repeatable)
-        fuzzer.write(path, random.Random(f"{SEED}:{self.db_id}:{k}"))
+        """Fuzzed witness ``k``: the neighbour generator as prepare sets it up, with the audit's seed."""
+        if self._fuzzer is None:
+            schema = read_schema(self.original)
+            lowered = {c.name.lower() for t in schema.tables for c in t.columns}
+            literals: dict[str, list] = {}
+            for gold in self.golds:
+                for column, found in literals_by_column(gold, lowered).items():
+                    literals.setdefault(column, []).extend(v for v in found if v not in literals.get(column, []))
+            self._fuzzer = Fuzzer(schema, literals, grouped=self.repeatable)
+        self._fuzzer.write(path, random.Random(f"{SEED}:{self.db_id}:{k}"))
 
     def _fresh_columns(self, table: str, keys_only: bool) -> set[str]:
         keys = declared_keys(self.original, table)
