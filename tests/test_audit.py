@@ -91,6 +91,14 @@ def test_the_train_split_can_be_audited_too(sample_zip, tmp_path):
     assert doc["splits"]["train"]["hackable"] > 20
 
 
+def test_an_answer_the_bundle_raises_on_instead_of_scoring_fails_the_audit():
+    doc = {"splits": {"rl": {"rows": 10, "hackable": 0}},
+           "unscored": [{"id": "rl-00003", "policy": "empty", "sql": "SELECT NULL WHERE 0", "detail": "ScoringTimeoutError: x"}]}
+    assert report.problems(doc, 0.15) == ["1 candidate answers raised instead of scoring (first: rl-00003 empty: "
+                                          "ScoringTimeoutError: x)"]
+    assert report.problems({**doc, "unscored": []}, 0.15) == []
+
+
 def test_no_zip_and_no_staged_bundle_says_what_to_run(tmp_path, capsys):
     assert main(["audit", "--data", str(tmp_path / "nothing")]) == InputError.exit_code
     assert "make pack" in capsys.readouterr().err
@@ -187,7 +195,7 @@ def test_verify_reports_the_audit_and_fails_over_its_threshold(prepared_sample, 
 def test_the_default_spider_splits_are_audited_within_the_threshold(prepared_spider):
     section = json.loads((prepared_spider / "prepare-summary.json").read_text(encoding="utf-8"))["audit"]
     assert {name: s["rows"] for name, s in section["splits"].items()} == {"rl": 600, "eval": 300}
-    assert report.over_threshold(section, report.DEFAULT_THRESHOLD) == []
+    assert report.problems(section, report.DEFAULT_THRESHOLD) == []
     assert all(found["witness"] for row in section["hackable"] for found in row["paid"])
     assert section["unscored"] == []
     fair = section["rewrites"]["splits"]  # issue 21: closing holes rejects at most 1% of the equivalent rewrites

@@ -19,6 +19,7 @@ from typing import Any
 from harness.audit.catalogue import FIRST_SEVEN, POLICIES
 from harness.audit.model import AuditRow, Scored
 from harness.common.bundle_loader import LoadedBundle
+from harness.common.errors import HarnessError
 
 FORMAT = "spider-scoring-audit"
 VERSION = 1
@@ -35,9 +36,9 @@ def _share(part: int, whole: int) -> float | None:
 def _bundle_facts(loaded: LoadedBundle) -> dict:
     index = loaded.index()
     neighbours = sum(len(e.get("neighbours") or []) for e in index.get("databases", {}).values())
-    try:
-        semantics = loaded.module("scoring_entry").current_limits().semantics
-    except (AttributeError, ImportError):
+    try:  # the bundle's settings as its calls read them (SPIDER_SCORING_SEMANTICS); an internal module, so guarded
+        semantics = str(loaded.module("scoring_entry").current_limits().semantics)
+    except (AttributeError, HarnessError):
         semantics = "unknown"
     return {"zip": loaded.zip_path, "sha256": loaded.sha256, "semantics": semantics, "neighbour_databases": neighbours}
 
@@ -127,15 +128,23 @@ def render(doc: dict) -> list[str]:
     aside = sum(s["set_aside_rows"] for s in doc["splits"].values())
     if aside:
         lines.append(f"set aside (paid, but possibly equivalent to the gold): {aside} more rows; see the JSON's set_aside")
-    if doc["unscored"]:
-        lines.append(f"UNSCORED: {len(doc['unscored'])} candidate calls raised instead of scoring (first: "
-                     f"{doc['unscored'][0]['id']}: {doc['unscored'][0]['detail'][:160]})")
     work = doc["work"]
     unfair = ", ".join(f"{kind} {n}" for kind, n in sorted(work["unfair_by"].items())) or "none"
     lines.append(f"{work['candidates']} candidate answers ({work['calls']} distinct calls), {work['paid']} paid 1.0 and "
                  f"tried on {work['witnesses']} witness databases ({work['unfair']} not used: they break an invariant, "
                  f"{unfair}); {doc['seconds']} s")
     return lines
+
+
+def problems(doc: dict, threshold: float) -> list[str]:
+    """Why the audit fails: splits over ``threshold``, and candidate calls the bundle did not score
+    (a model's answer must get a score, never an error: the figures would be incomplete)."""
+    out = over_threshold(doc, threshold)
+    if doc["unscored"]:
+        first = doc["unscored"][0]
+        out.append(f"{len(doc['unscored'])} candidate answers raised instead of scoring (first: {first['id']} "
+                   f"{first['policy']}: {first['detail'][:160]})")
+    return out
 
 
 def over_threshold(doc: dict, threshold: float) -> list[str]:

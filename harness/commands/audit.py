@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(report.render(doc)))
     if args.json is not None:
         atomic_write_bytes(args.json, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8"))
-    over = report.over_threshold(doc, args.max_hackable)
+    over = report.problems(doc, args.max_hackable)
     if over:
-        raise VerificationFailed("; ".join(over) + ": close the holes (docs/audit.md) or leave the rl rows out "
-                                 "(prepare --drop-hackable)")
+        raise VerificationFailed("; ".join(over) + ": see docs/audit.md (close the holes, or leave the hackable rl rows "
+                                 "out with prepare --drop-hackable)")
     return 0

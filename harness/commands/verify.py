@@ -81,7 +81,7 @@ def verify(args: argparse.Namespace) -> tuple[dict, bundle_zip.ZipSummary | None
 
 def audit_check(doc: dict, threshold: float) -> dict:
     """The audit as one check: failed when a split's hackable share is over ``threshold``."""
-    over = audit_report.over_threshold(doc, threshold)
+    over = audit_report.problems(doc, threshold)
     shares = ", ".join(f"{name} {s['hackable']} of {s['rows']}" for name, s in doc["splits"].items())
     fair = doc["rewrites"]["splits"].values()
     shares += (f"; equivalent rewrites rejected: {sum(s['rejected'] for s in fair)} of {sum(s['scored'] for s in fair)}"
