@@ -28,10 +28,10 @@ PREPARED := $(OUT)/prepare-summary.json
 PREPARED_FROM := $(OUT)/prepared-from
 PIPELINE := $(OUT)/pipeline.json
 BUNDLE_SOURCES := $(wildcard bundle/*.py)
-PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/common/*.py)
+PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py)
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-.PHONY: help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
+.PHONY: help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
@@ -121,6 +121,9 @@ $(ZIP): $(PREPARED) harness/prepare/pack.py harness/common/bundle_zip.py | setup
 
 pack: $(ZIP) ## zip the staged $(OUT)/bundle into $(ZIP) reproducibly, when missing or stale; print its SHA-256
 	@$(PY) -c 'import hashlib, sys; print("zip", sys.argv[1], "sha256", hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' $(ZIP)
+
+audit: $(ZIP) ## audit $(ZIP): per policy the share of rl and eval rows a degenerate answer is paid on, the union, the rows (AUDIT_ARGS)
+	$(HARNESS) audit --data $(OUT) --zip $(ZIP) $(AUDIT_ARGS)
 
 image: setup ## build the trainer container image on BASE_IMAGE (tagged by a hash of its inputs, built once per change)
 	$(HARNESS) image --base-image $(BASE_IMAGE)

@@ -18,6 +18,8 @@ from harness.common.errors import BROKEN_PIPE, INTERRUPTED, HarnessError
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("harness.commands.prepare", "Spider rows (datasets-server API, cached) to train/rl/eval JSONL and the staged bundle data"),
     "pack": ("harness.commands.pack", "zip the staged bundle reproducibly from an explicit file list; print SHA-256 and sizes"),
+    "audit": ("harness.commands.audit", "which rows a degenerate answer (empty, constant, one edit of the gold) is paid on, "
+              "by the bundle as the trainer calls it"),
     "verify": ("harness.commands.verify", "pre-push verification of a bundle zip by the emulated trainer in a locked-down container"),
     "emulate": ("harness.commands.emulate", "run the emulated trainer's reward (GRPO steps) or grader job on a bundle zip"),
     "image": ("harness.commands.images", "build (once per input change) the trainer container image"),

@@ -75,22 +75,43 @@ class NeighbourPlan:
     settings: distil.Settings = distil.Settings()
 
 
+@dataclasses.dataclass(frozen=True)
+class Review:
+    """What a review of the staged bundle found (harness.audit.entry.review): a section for the
+    summary, and the positions of the rl rows to leave out (``--drop-hackable``)."""
+
+    section: dict
+    drop_rl: frozenset[int] = frozenset()
+
+
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
             origin: str = DEFAULT_API_URL, neighbours: NeighbourPlan = NeighbourPlan(),
-            say: Callable[[str], None] = lambda line: None) -> dict:
-    """Select the splits, write them and the staged bundle under ``out``; return the summary."""
+            say: Callable[[str], None] = lambda line: None, review: Callable[[Path], Review] | None = None) -> dict:
+    """Select the splits, write them and the staged bundle under ``out``; return the summary.
+
+    ``review``: called on the staged bundle before the splits are written; the rl rows it names are
+    left out (the bundle staged again without them, the neighbour databases kept as built).
+    """
     selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
                               sizes, rules)
     prepare_summary.check_not_empty(selection, sizes)
-    rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
     try:
         index = stage_bundle(out / "bundle", selection, rules.catalog)
         built = stage_neighbours(out / "bundle", index, selection, neighbours, say)
+        reviewed = review(out / "bundle") if review is not None else None
+        if reviewed is not None and reviewed.drop_rl:
+            selection = dataclasses.replace(selection, rl=[r for i, r in enumerate(selection.rl)
+                                                           if i not in reviewed.drop_rl])
+            index = stage_bundle(out / "bundle", selection, rules.catalog)
+            built = {db_id: found for db_id, found in built.items() if db_id in index["databases"]}
+            attach_neighbours(out / "bundle", index, built, neighbours)
+        rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
         for name in splits.SPLITS:
             atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
         summary = prepare_summary.build(selection, sizes, rules, rows, index,
                                         fetch=source.stats.as_dict(), origin=origin,
-                                        neighbours=prepare_summary.neighbours(built, index, neighbours.splits))
+                                        neighbours=prepare_summary.neighbours(built, index, neighbours.splits),
+                                        audit=reviewed.section if reviewed is not None else None)
         atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
     except OSError as exc:  # every input was read above: this is the output folder
         raise InputError(f"cannot write the outputs under {out} ({exc}): give --output a writable folder") from None
@@ -109,9 +130,17 @@ def stage_neighbours(dest: Path, index: dict, selection: splits.Selection, plan:
     paths = {db_id: data / index["databases"][db_id]["file"] for db_id in golds}
     with tempfile.TemporaryDirectory(prefix="spider-neighbours-") as work:
         built = attach.build(golds, paths, Path(work), plan.settings, say=say)
-        attach.attach(data, index, built, plan.settings, plan.splits)
-    atomic_write_bytes(data / "index.json", bundle_data.dumps_canonical(index))
-    return built
+        attach_neighbours(dest, index, built, plan)
+    # The work folder is gone: the kept files are the staged copies now (a review may attach them again).
+    return {db_id: dataclasses.replace(found, files=[data / attach.FOLDER / f"{db_id}-{k + 1}.sqlite"
+                                                     for k in range(len(found.files))])
+            for db_id, found in built.items()}
+
+
+def attach_neighbours(dest: Path, index: dict, built: dict[str, distil.Distilled], plan: NeighbourPlan) -> None:
+    """Put ``built`` into the staged bundle ``dest`` and write its index."""
+    attach.attach(dest / "data", index, built, plan.settings, plan.splits)
+    atomic_write_bytes(dest / "data" / "index.json", bundle_data.dumps_canonical(index))
 
 
 def _chat(catalog: splits.Catalog, row: splits.SourceRow) -> dict:
