@@ -4,7 +4,7 @@
 each with where it comes from (repository, commit, file, line) and a label given by hand after
 reading the question, the schema, the gold and the prediction ("wrong answer", "right answer,
 artefact", "right answer"; the rules for borderline cases are in the file and in
-docs/benchmark.md). Its pairs were drawn in three strata:
+docs/labelled-set.md). Its pairs were drawn in three strata:
 
 - ``overturn``: pairs the neighbours overturned when the set was labelled (match on the original,
   differ on a neighbour);
