@@ -241,6 +241,7 @@ def print_figures(f: dict, neighbours: dict) -> None:
     strata = ", ".join(f"{name} {s['k']}/{s['n']}" for name, s in f["recall_by_stratum"].items())
     print(f"  recall            wrong answers the original accepts that are rejected: {_interval(r)}; target >= "
           f"{RECALL_TARGET:.0%} ({strata})")
+    print(f"  missed            wrong answers still paid: {', '.join(f['missed']) or 'none'}")
     print(f"  rejected on       {', '.join(f'{k} {v}' for k, v in sorted(f['decided_on'].items()))}")
     if f["not_accepted"]:
         print(f"  not accepted by the original any more (left out): {', '.join(f['not_accepted'])}")
