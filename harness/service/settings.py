@@ -58,6 +58,8 @@ SETTINGS = (
     ("worker_memory_bytes", "bytes", "RLIMIT_AS (address space) of every worker: an allocation past it fails"),
     ("worker_max_rss_bytes", "bytes", "a worker whose resident memory is above this after a request is retired and replaced"),
     ("graceful_timeout_s", "s", "on SIGTERM, how long in-flight requests may take to finish before workers are killed"),
+    ("header_timeout_s", "s", "a client must send its request line and headers within this time (408 after); "
+                              "until they are in, its connection waits without holding a worker"),
 )
 
 
@@ -75,6 +77,7 @@ class ServiceSettings:
     worker_memory_bytes: int = 1024 * MiB
     worker_max_rss_bytes: int = 384 * MiB
     graceful_timeout_s: float = 30.0
+    header_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         settings_table.check_positive(self, "service")
