@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
 from conftest import run_with_read_only
+from harness.cli import main
 from harness.common.errors import InputError, OutputError, PackError
 from harness.common.results import read_results
 from harness.report.compare import build_report, load_stages
