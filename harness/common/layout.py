@@ -107,7 +107,7 @@ def require(path: Path, what: str, advice: str | None = None) -> Path:
     """
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-        files.sort(key=lambda p: p.suffix not in (".jsonl", ".zip"))  # the likely ones first
+        files = [p for p in files if p.suffix in (".jsonl", ".zip")] or files  # the likely ones, if any
         example = f", e.g. {', '.join(str(p) for p in files[:3])}" if files else " (this folder holds none)"
         raise InputError(f"{what} {path} is a folder, not a file: give the file itself{example}")
     if not path.is_file():
