@@ -52,8 +52,8 @@ def check_writable_folder(folder: str | os.PathLike, what: str = "") -> Path:
 
 
 def check_writable_file(path: str | os.PathLike, what: str) -> Path:
-    """``path`` once it could be written as ``atomic_write_bytes`` will (its folder made and writable,
-    and not itself a folder); OutputError naming it (``what``: e.g. "the results") otherwise."""
+    """``path`` once ``atomic_write_bytes`` could write it (its folder writable, or makable, and
+    ``path`` not itself a folder); OutputError naming it (``what``: e.g. "the results") otherwise."""
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"cannot write {what} to {path}: it is a folder; give a file name")

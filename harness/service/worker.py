@@ -3,7 +3,7 @@
 Why: gunicorn's sync worker reads a request line and headers on its one thread with no time limit,
 so a client trickling them a byte a second holds the worker as long as it keeps trickling; 50 such
 clients (no token needed: the token is in the head) held every worker of the bare service and
-stopped it (measured in docs/service.md, "Slow clients"). This worker accepts connections into a
+stopped it (measured in docs/service.md, "Slow clients without the proxy"). This worker accepts connections into a
 selector of its own and reads what arrives without blocking. A connection reaches the sync
 handler, and the application, only once its whole head (up to the blank line) has arrived; until
 then it costs a file descriptor and a small buffer, never the worker's time:
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import math
 import os
 import re
 import selectors
@@ -93,6 +94,7 @@ class HeadFirstWorker(SyncWorker):
         self._selector = selectors.DefaultSelector()
         for listener in self.sockets:
             listener.setblocking(False)
+            _defer_accept(listener, self.header_timeout_s)
             self._selector.register(listener, selectors.EVENT_READ, listener)
         self._selector.register(self.PIPE[0], selectors.EVENT_READ, None)  # gunicorn's signal wake-ups
         try:
@@ -190,6 +192,19 @@ class HeadFirstWorker(SyncWorker):
         self._forget(pending)
         try:
             pending.sock.close()
+        except OSError:
+            pass
+
+
+def _defer_accept(listener: Any, seconds: float) -> None:
+    """Linux: wake the workers for a connection only once its first bytes are in (TCP_DEFER_ACCEPT),
+    so a request sent with its connection is read whole at its accept and served by the worker that
+    took it, never queued behind another; a connection that sends nothing wakes no worker. Elsewhere
+    (or on a Unix socket) nothing changes."""
+    option = getattr(socket, "TCP_DEFER_ACCEPT", None)
+    if option is not None:
+        try:
+            listener.setsockopt(socket.IPPROTO_TCP, option, max(1, math.ceil(seconds)))
         except OSError:
             pass
 
