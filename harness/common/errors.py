@@ -65,6 +65,13 @@ class SubmitError(HarnessError):
     exit_code = 7
 
 
+class UnexpectedError(HarnessError):
+    """An error no command expected: a bug of the harness, reported with its traceback. Raised again
+    on the host when one happened inside the trainer container; never exit 1 ("checks failed")."""
+
+    exit_code = UNEXPECTED
+
+
 class OutputError(HarnessError):
     """An output cannot be written where it was asked for: a read-only or full folder, a path through
     a file. Commands check their outputs before the work, so nothing is lost to it."""
@@ -88,8 +95,8 @@ EXIT_CODES: tuple[tuple[int, str, str], ...] = (
     (HarnessError.exit_code, "HarnessError", "another expected failure of the harness"),
     (OutputError.exit_code, "OutputError", "an output cannot be written (a read-only or full folder, a path "
                                            "through a file): the message names it and what to do"),
-    (UNEXPECTED, "unexpected", "an error no command expected: a bug of the harness; the traceback says where "
-                               "(please report it)"),
+    (UnexpectedError.exit_code, "UnexpectedError", "an error no command expected: a bug of the harness; the "
+                                                   "traceback says where (please report it)"),
     *((e.exit_code, e.name, f"bundle: {e.meaning}") for e in BUNDLE_ERRORS.values()),
     (WATCHDOG_EXIT, "watchdog", "a grader-service worker stopped by its watchdog (replaced at once)"),
     (INTERRUPTED, "interrupted", "Ctrl-C, SIGTERM or SIGHUP"),
@@ -100,7 +107,8 @@ EXIT_CODES: tuple[tuple[int, str, str], ...] = (
 def error_for_exit_code(code: object) -> type[HarnessError]:
     """The harness exception class whose exit code is ``code`` (HarnessError when none is): how an
     error raised inside the trainer container is raised again on the host."""
-    for kind in (VerificationFailed, InputError, FetchError, PackError, DockerUnavailable, SubmitError, OutputError):
+    for kind in (VerificationFailed, InputError, FetchError, PackError, DockerUnavailable, SubmitError, OutputError,
+                 UnexpectedError):
         if kind.exit_code == code:
             return kind
     return HarnessError
