@@ -1,6 +1,7 @@
 """Every limit and setting of the grader service, in one table (README, "Grader service").
 
-The service's layers of protection, from the inside out:
+The service's layers of protection, from the inside out (and, before any of them, a request reaches
+a worker only once its request line and headers are in, ``header_timeout_s``: harness.service.worker):
 
 1. the bundle's own step budget (``SPIDER_SCORING_BUDGET_FLOOR_STEPS``, 50 million SQLite VM steps,
    0.6 s on a quiet 2-core machine, 2026-12-01; longer when workers share cores): SQLite's progress
@@ -11,7 +12,7 @@ The service's layers of protection, from the inside out:
    the budget; so is a machine too loaded to do the budget's work in time); the arbiter forks a
    replacement at once. Either way the envelope is unscored, never a 0.0;
 3. ``heartbeat_timeout_s`` (derived): gunicorn's arbiter kills a worker that stopped reporting,
-   should the watchdog itself be stuck;
+   should the watchdog itself be stuck, and counts it;
 4. memory: ``worker_memory_bytes`` as RLIMIT_AS in every worker, ``worker_max_rss_bytes`` retires a
    worker after the request that left it that large; the container's cgroup limit outside.
 
