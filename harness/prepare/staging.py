@@ -10,8 +10,7 @@ removes the temporary folder it left.
 folder half-built by an older harness, or changed by hand after staging, is refused with what to
 do. The mark is a hidden file, which the zip never holds.
 
->>> import tempfile
->>> root = Path(tempfile.mkdtemp())
+>>> root = Path("prepared")
 >>> with building(root / "bundle") as stage:
 ...     (stage / "data").mkdir()
 ...     _ = (stage / "data" / "index.json").write_text("{}")

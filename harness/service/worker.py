@@ -3,8 +3,8 @@
 Why: gunicorn's sync worker reads a request line and headers on its one thread with no time limit,
 so a client trickling them a byte a second holds the worker as long as it keeps trickling; 50 such
 clients (no token needed: the token is in the head) held every worker of the bare service and
-stopped it (measured in docs/service.md, "Slow clients without the proxy"). This worker accepts connections into a
-selector of its own and reads what arrives without blocking. A connection reaches the sync
+stopped it (docs/service.md, "Slow clients without the proxy"). This worker accepts connections
+into a selector of its own and reads what arrives without blocking. A connection reaches the sync
 handler, and the application, only once its whole head (up to the blank line) has arrived; until
 then it costs a file descriptor and a small buffer, never the worker's time:
 
