@@ -11,8 +11,9 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
-from harness.common.errors import BROKEN_PIPE, INTERRUPTED, HarnessError
+from harness.common.errors import BROKEN_PIPE, INTERRUPTED, UNEXPECTED, HarnessError
 
 # command name -> (module, one-line help). Keep sorted by the order a user meets them.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -67,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return BROKEN_PIPE
+    except Exception as exc:  # a bug: show where, but never exit 1, which means "checks failed"
+        traceback.print_exc()
+        print(f"error: unexpected {type(exc).__name__} in `{args.command}`: an error no check "
+              f"expected, so a bug of the harness: please report it with the traceback above", file=sys.stderr)
+        return UNEXPECTED
 
 
 if __name__ == "__main__":

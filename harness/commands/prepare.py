@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.common.errors import InputError
+from harness.common.files import check_writable_folder
 from harness.common.layout import DEFAULT_DATA
 from harness.prepare import job, splits
 from harness.prepare import summary as prepare_summary
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.sample and args.databases is None:
         raise InputError("give --databases (Spider's database folder, e.g. spider/database) "
                          "or --sample for the embedded sample")
+    check_writable_folder(args.output, "the prepared folder")  # before minutes of work, not after
     with tempfile.TemporaryDirectory(prefix="spider-sample-") as tmp:
         if args.sample:
             catalog = splits.Catalog(job.build_sample_databases(Path(tmp)), args.max_schema)

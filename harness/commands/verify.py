@@ -25,7 +25,7 @@ from harness.commands import audit as audit_command
 from harness.commands import options
 from harness.common import bundle_zip
 from harness.common.errors import DockerUnavailable, PackError, VerificationFailed
-from harness.common.files import atomic_write_bytes
+from harness.common.files import atomic_write_bytes, check_writable_file
 from harness.common.layout import Prepared, require, require_prepared
 from harness.containers import trainer
 from harness.emulator.check_result import MAX_SHOWN
@@ -133,6 +133,8 @@ def render(report: dict, summary: bundle_zip.ZipSummary | None, where: str) -> l
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     print(f"==> verifying {options.zip_of(args)} against {Prepared(args.data).root / 'data'}", flush=True)
+    if args.json is not None:
+        check_writable_file(args.json, "the report")
     report, summary, where = verify(args)
     print("\n".join(render(report, summary, where)))
     if args.json is not None:
