@@ -26,7 +26,8 @@ from pathlib import Path
 from harness.commands import options
 from harness.common import bundle_zip
 from harness.common.errors import CHECKS_FAILED, InputError
-from harness.common.layout import Prepared, require
+from harness.common.files import check_writable_file
+from harness.common.layout import GIVEN_COMPLETIONS, Prepared, require
 from harness.common.results import RowResult, write_results
 from harness.containers import trainer
 from harness.emulator import main as emulator_main
@@ -115,8 +116,10 @@ def run(args: argparse.Namespace) -> int:
     require(prepared.split(split), f"the {split} split")
     zip_path = require(options.zip_of(args), "the bundle zip")
     if args.completions is not None:
-        require(args.completions, "the completions file")
+        require(args.completions, "the completions file", GIVEN_COMPLETIONS)
     summary = bundle_zip.summarize(zip_path)
+    target = None if args.mode == "reward" else check_writable_file(args.output or prepared.results(args.stage),
+                                                                     f"the {args.stage} results")
     ray = options.ray_options_of(args)
     if ray is not None and args.mode == "reward":
         raise InputError("--ray is for the grader job (emulate grader); the reward job runs in one process")
@@ -146,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"reward: {s['steps']} steps, {s['calls']} calls in {s['seconds']:.2f} s ({rate} calls/s), mean {mean}, "
               f"unscored {s['unscored']}, crashes {s['crashes']}; {where}, {env}")
         return CHECKS_FAILED if s["crashes"] else 0
-    target = args.output or prepared.results(args.stage)
+    assert target is not None
     write_results(target, [RowResult(**r) for r in document["results"]])
     print(f"per-row results: {target}; {where}, {env}")  # the summary line was printed as it ran
     return CHECKS_FAILED if document["summary"]["faults"] else 0

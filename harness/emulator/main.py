@@ -25,12 +25,13 @@ import sqlite3
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.common.bundle_loader import load_bundle
 from harness.common.completions import read_completions
-from harness.common.errors import HarnessError
+from harness.common.errors import HarnessError, UnexpectedError
 from harness.common.layout import Prepared, require
 from harness.common.results import RowResult
 from harness.common.rows import SplitRow, read_split
@@ -162,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         except HarnessError as exc:
             code = exc.exit_code
             result = {"error": str(exc), "error_type": type(exc).__name__, "exit_code": code}
+        except Exception as exc:  # a bug: its traceback on stderr, and a document the host raises again
+            traceback.print_exc()
+            code = UnexpectedError.exit_code
+            result = {"error": f"unexpected {type(exc).__name__} in the {args.job} job: {exc} (a bug of the harness: "
+                               "please report it with the traceback above)",
+                      "error_type": UnexpectedError.__name__, "exit_code": code}
     out.write(json.dumps(result) + "\n")
     out.flush()
     return code
