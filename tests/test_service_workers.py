@@ -109,7 +109,7 @@ def test_a_request_over_the_hard_limit_gets_504_and_its_worker_is_replaced(sampl
         started = time.monotonic()
         reply = server.request("POST", "/grade", envelope(row, RUNAWAY_SQL), timeout=60)
         assert reply.status == 504 and reply.json["error"] == "WorkerTimeout" and "score" not in reply.json
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 60  # a guard only: the exit's reason below says the watchdog answered
         wait_for(lambda: len(server.workers()) == 2 and set(server.workers()) != before, what="a new worker")
         assert len(set(server.workers()) & before) == 1  # exactly one worker was replaced
         again = server.request("POST", "/grade", envelope(row, row.gold))
@@ -215,11 +215,12 @@ def test_workers_are_recycled_without_a_failed_request_or_a_lost_count(sample_zi
 
 
 def test_a_batch_past_its_deadline_answers_the_rest_unscored(sample_zip, row):
-    # The first envelope runs to a budget no machine does in 0.5 s (over a second at 100 million steps a second).
+    # The first envelope runs to a budget no machine does in 0.5 s (over a second at 100 million steps
+    # a second); the hard limit stays at its default, far above what that budget takes on a loaded machine.
     env = {"SPIDER_SCORING_BUDGET_FLOOR_STEPS": "200000000"}
     with LocalServer(sample_zip, ServiceSettings(workers=1, request_timeout_s=0.5), env=env) as server:
         batch = [envelope(row, RUNAWAY_SQL)] + [envelope(row, row.gold)] * 3
-        reply = server.request("POST", "/grade/batch", {"envelopes": batch}, timeout=60)
+        reply = server.request("POST", "/grade/batch", {"envelopes": batch}, timeout=600)
         assert reply.status == 200
         first, *rest = reply.json["results"]
         assert (first["score"], first["outcome"]) == (0.0, "prediction_over_budget")

@@ -3,21 +3,22 @@
 The service's layers of protection, from the inside out (and, before any of them, a request reaches
 a worker only once its request line and headers are in, ``header_timeout_s``: harness.service.worker):
 
-1. the bundle's own step budget (``SPIDER_SCORING_BUDGET_FLOOR_STEPS``, 50 million SQLite VM steps,
-   0.6 s on a quiet 2-core machine, 2026-12-01; longer when workers share cores): SQLite's progress
-   handler stops a runaway query in-process; the worker answers ``prediction_over_budget`` (the
-   same answer at any load) and carries on;
+1. the bundle's counted budget (docs/bundle.md, "Cost model": SQLite VM steps plus the charges of
+   functions whose work grows with their input, every value capped): a runaway query is stopped
+   in-process, the worker answers ``prediction_over_budget`` (the same answer at any load) and
+   carries on. An envelope's whole work is bounded that way: at most about 6 s of CPU on a quiet
+   2-core machine (2026-12-01) for the costliest query the budgets allow, typically milliseconds;
 2. ``envelope_timeout_s``: a watchdog thread in each worker answers 504 and kills the worker when
-   one envelope takes longer (a single SQLite step such as a huge in-memory sort is not counted by
-   the budget; so is a machine too loaded to do the budget's work in time); the arbiter forks a
-   replacement at once. Either way the envelope is unscored, never a 0.0;
+   one envelope takes longer: at least ten times that bound, so it fires only on a machine far too
+   loaded or a broken build; the arbiter forks a replacement at once. The envelope is unscored,
+   never a 0.0;
 3. ``heartbeat_timeout_s`` (derived): gunicorn's arbiter kills a worker that stopped reporting,
    should the watchdog itself be stuck, and counts it;
 4. memory: ``worker_memory_bytes`` as RLIMIT_AS in every worker, ``worker_max_rss_bytes`` retires a
    worker after the request that left it that large; the container's cgroup limit outside.
 
 >>> ServiceSettings().heartbeat_timeout_s
-15.0
+125.0
 >>> ServiceSettings(workers=0)
 Traceback (most recent call last):
 ...
@@ -69,8 +70,8 @@ class ServiceSettings:
     """The service's limits (see ``SETTINGS`` for their meaning); validated on creation."""
 
     workers: int = dataclasses.field(default_factory=default_workers)
-    envelope_timeout_s: float = 10.0
-    request_timeout_s: float = 60.0
+    envelope_timeout_s: float = 120.0
+    request_timeout_s: float = 300.0
     max_body_bytes: int = 1 * MiB
     max_batch_bytes: int = 16 * MiB
     max_batch_items: int = 256
