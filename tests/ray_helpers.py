@@ -126,12 +126,17 @@ class RayCluster:
     def alive(self) -> int:
         probe = ("import ray, sys; ray.init(address=sys.argv[1], log_to_driver=False); "
                  "print(sum(1 for n in ray.nodes() if n['Alive']))")
-        done = subprocess.run([sys.executable, "-c", probe, self.address], env=self.env, capture_output=True,
-                              text=True, timeout=60)
+        try:
+            done = subprocess.run([sys.executable, "-c", probe, self.address], env=self.env, capture_output=True,
+                                  text=True, timeout=120)
+        except subprocess.TimeoutExpired:  # a loaded machine: ask again, within wait_for's guard
+            return 0
         lines = done.stdout.split()
         return int(lines[-1]) if done.returncode == 0 and lines else 0
 
-    def wait_for(self, count: int, timeout_s: float = 90) -> None:
+    # A guard, not a measure: nodes start in about 10 s on a quiet 2-core machine, several times
+    # that at load 8; the guard is far above both, so only a cluster that cannot start reaches it.
+    def wait_for(self, count: int, timeout_s: float = 600) -> None:
         deadline = time.monotonic() + timeout_s
         while self.alive() != count:
             if time.monotonic() > deadline:
