@@ -20,6 +20,7 @@ need only the same Python and Ray (``pip install ray==2.60.0``).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import secrets
 import socket
@@ -78,8 +79,9 @@ def import_ray() -> Any:
 def connect(ray: Any, options: RayOptions, imported_before: bool) -> None:
     """ray.init for the options (inside ray_environment, which set the variables Ray reads)."""
     if imported_before:  # Ray read its settings when first imported: let it read the variables again
-        from ray._raylet import Config  # type: ignore[attr-defined]
-        Config.initialize("")
+        # Imported by name: with Ray installed its private module has no type information, without it
+        # there is nothing to check, and a type: ignore would be wrong in one of the two.
+        importlib.import_module("ray._raylet").Config.initialize("")
     source = str(Path(harness.__file__).resolve().parent)
     if options.address == "auto":
         path = os.pathsep.join(p for p in (str(Path(source).parent), os.environ.get("PYTHONPATH")) if p)
