@@ -1,7 +1,7 @@
 """One neighbour database: the original's schema, with new rows that keep every invariant of its data.
 
 ``Fuzzer(original, profile, focus).build(path, draw)`` writes the database at ``path`` and returns
-the invariants it breaks (``neighbour_invariants.violations``; empty for a database fit to judge):
+the invariants it breaks (``neighbour_proof.violations``; empty for a database fit to judge):
 
 * the original's CREATE statements, unchanged (tables, then indexes; views and triggers last);
 * tables filled parents first along the links (declared keys and the inclusions the data shows);
@@ -26,99 +26,21 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import random
 import sqlite3
-from collections.abc import Mapping, Sequence
 
 try:
     from . import neighbour_invariants as inv
+    from . import neighbour_proof
     from . import neighbour_values as nv
+    from .neighbour_source import Draw, Focus, Original
 except ImportError:  # run as a standalone file
     import neighbour_invariants as inv  # type: ignore[no-redef]
+    import neighbour_proof  # type: ignore[no-redef]
     import neighbour_values as nv  # type: ignore[no-redef]
+    from neighbour_source import Draw, Focus, Original  # type: ignore[no-redef]
 
-SAMPLE_ROWS = 1_000  # original rows read per table (evenly spaced) as templates and value pools
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "north", "south", "river", "stone", "green")
 _DROP = object()  # a row that cannot be completed within the invariants
-
-
-class Draw:
-    """Seeded choices built on ``random.random`` alone (its sequence is the same on every Python)."""
-
-    def __init__(self, seed: str) -> None:
-        self._random = random.Random(seed).random
-
-    def below(self, n: int) -> int:
-        return min(int(self._random() * n), n - 1)
-
-    def choice(self, items: Sequence):
-        return items[self.below(len(items))]
-
-    def chance(self, p: float) -> bool:
-        return self._random() < p
-
-    def uniform(self, lo: float, hi: float) -> float:
-        return lo + (hi - lo) * self._random()
-
-    def shuffled(self, items: Sequence) -> list:
-        out = list(items)
-        for i in range(len(out) - 1, 0, -1):
-            j = self.below(i + 1)
-            out[i], out[j] = out[j], out[i]
-        return out
-
-
-@dataclasses.dataclass(frozen=True)
-class OriginalTable:
-    name: str
-    sql: str
-    rows: tuple[tuple, ...]  # at most SAMPLE_ROWS, evenly spaced
-
-
-@dataclasses.dataclass(frozen=True)
-class Original:
-    """The original's statements and a sample of its rows: what a neighbour is drawn from."""
-
-    tables: tuple[OriginalTable, ...]
-    indexes: tuple[str, ...]
-    later: tuple[str, ...]  # views and triggers, created after the rows
-
-
-def read_original(conn: sqlite3.Connection, sample: int = SAMPLE_ROWS) -> Original:
-    tables: list[OriginalTable] = []
-    indexes: list[str] = []
-    later: list[str] = []
-    entries = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND "
-                           "name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid").fetchall()
-    for kind, name, sql in entries:
-        if kind == "table":
-            count = int(conn.execute(f"SELECT count(*) FROM {inv.quote(name)}").fetchone()[0])
-            step = max(1, -(-count // sample))
-            rows = [r for i, r in enumerate(conn.execute(f"SELECT * FROM {inv.quote(name)}")) if i % step == 0]
-            tables.append(OriginalTable(name, sql, tuple(rows[:sample])))
-        else:
-            (indexes if kind == "index" else later).append(sql)
-    return Original(tuple(tables), tuple(indexes), tuple(later))
-
-
-@dataclasses.dataclass(frozen=True)
-class Focus:
-    """What a database is drawn to exercise; the invariants hold whatever it says.
-
-    ``literals``: column name (lower case; "" when unknown) -> values queries compare it with.
-    ``grouped``: columns a gold needs repeated (their uniqueness is dropped, docs/neighbours.md).
-    ``sort_columns``: columns queries order by: no NULL added; ``distinct_sort`` draws them distinct.
-    """
-
-    literals: Mapping[str, Sequence] = dataclasses.field(default_factory=dict)
-    grouped: frozenset[str] = frozenset()
-    sort_columns: frozenset[str] = frozenset()
-    distinct_sort: bool = False
-    max_rows: int = 60
-    scale: tuple[float, float] = (0.34, 1.5)
-    redraw: float = 0.5
-    null_share: float = 0.15
-    special_share: float = 0.3
 
 
 @dataclasses.dataclass
@@ -139,7 +61,7 @@ def _ordered(values) -> list:
 class Fuzzer:
     """Draws neighbour databases of one original (module docstring)."""
 
-    def __init__(self, original: Original, profile: inv.Profile, focus: Focus = Focus()) -> None:
+    def __init__(self, original: Original, profile: inv.Profile, focus: Focus) -> None:
         self.original, self.profile, self.focus = original, profile, focus
         self.facts = {t.name: profile.table(t.name) for t in original.tables}
         self.sample = {t.name: t.rows for t in original.tables}
@@ -154,7 +76,8 @@ class Fuzzer:
     # -- value pools ----------------------------------------------------------------------------
     def _column(self, table: str, j: int, facts: inv.ColumnFacts) -> _Column:
         name = facts.name.lower()
-        pool = _ordered(r[j] for r in self.sample[table] if r[j] is not None and nv.fits(facts, r[j]))
+        pool = _ordered(nv.stored(r[j], facts.declared) for r in self.sample[table] if r[j] is not None
+                        and nv.fits(facts, r[j]))
         texts = [v for v in pool if isinstance(v, str)]
         own = list(self.focus.literals.get(name, ()))
         untold = [v for v in self.focus.literals.get("", ()) if nv.fits(facts, v)]
@@ -172,7 +95,7 @@ class Fuzzer:
         numbers = [v for v in pool if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if numbers:
             special += nv.near_numbers([min(numbers), max(numbers)])
-        special = _ordered(v for v in special if v is not None and nv.fits(facts, v))
+        special = _ordered(nv.stored(v, facts.declared) for v in special if v is not None and nv.fits(facts, v))
         grouped = name in self.focus.grouped
         sort = name in self.focus.sort_columns
         return _Column(facts, pool, special, facts.nulls and not sort, (facts.unique and not grouped) or
@@ -186,7 +109,7 @@ class Fuzzer:
                 for cc, pc in zip(link.child_columns, link.parent_columns):
                     child = self._col(link.child, cc)
                     parent = self._col(link.parent, pc)
-                    extra = [v for v in child.special if nv.fits(parent.facts, v)]
+                    extra = [nv.stored(v, parent.facts.declared) for v in child.special if nv.fits(parent.facts, v)]
                     parent.special = _ordered(parent.special + extra)
 
     def _col(self, table: str, name: str) -> _Column:
@@ -348,7 +271,7 @@ class Fuzzer:
             return _DROP
         base = draw.choice(col.pool or col.special)
         for k in range(1, 10_000):
-            made = base + 1000 * k if isinstance(base, (int, float)) else f"{base} {k}"
+            made = nv.stored(base + 1000 * k if isinstance(base, (int, float)) else f"{base} {k}", col.facts.declared)
             if not counts[made] and nv.fits(col.facts, made):
                 return made
         return _DROP
@@ -463,7 +386,7 @@ class Fuzzer:
             for statement in self.original.later:
                 conn.execute(statement)
             conn.execute("COMMIT")
-            broken = inv.violations(self.profile, conn, self.focus.grouped)
+            broken = neighbour_proof.violations(self.profile, conn, self.focus.grouped)
             if vacuum:
                 conn.execute("VACUUM")
         finally:

@@ -1,7 +1,7 @@
 """What a neighbour database keeps of its original: the invariants the original's data implies.
 
 Mined once from the original (``mine``), stored in the bundle's index, and proved on every
-neighbour built (``violations``), at ``prepare``, in verification and in the grader's search:
+neighbour built (``neighbour_proof``), at ``prepare``, in verification and in the grader's search:
 
 * links: each declared foreign key that the original's data mostly holds (at least half of its
   child values have their parent), and each undeclared inclusion the data shows (every value of a
@@ -368,60 +368,3 @@ def from_json(data: dict) -> Profile:
     links = tuple(Link(k["child"], tuple(k["child_columns"]), k["parent"], tuple(k["parent_columns"]),
                        bool(k["declared"]), bool(k["total"])) for k in data["links"])
     return Profile(tables, links, tuple(data.get("dropped", ())))
-
-
-# ---- proving them on a neighbour ------------------------------------------------------------------------
-
-def violations(profile: Profile, conn: sqlite3.Connection, repeats_allowed: frozenset[str] = frozenset()) -> list[str]:
-    """Every invariant of ``profile`` the database behind ``conn`` breaks, one line each (empty: none).
-
-    ``repeats_allowed``: column names (lower case) a gold needs repeated: their uniqueness and repeat
-    caps are not required (docs/neighbours.md, "What a neighbour keeps").
-    """
-    out: list[str] = []
-    linked = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
-    for table in profile.tables:
-        now = _scalar(conn, f"SELECT count(*) FROM {quote(table.name)}")
-        if table.rows and not now:
-            out.append(f"{table.name}: no rows, the original has {table.rows}")
-        for col in table.columns:
-            free = col.name.lower() in repeats_allowed
-            out += _column_violations(conn, table, col, free, (table.name.lower(), col.name.lower()) in linked)
-    for link in profile.links:
-        orphans = _scalar(conn, orphans_sql(link))
-        if orphans:
-            out.append(f"{link.describe()}: {orphans} rows without their parent")
-        if link.total:
-            unreferenced = _scalar(conn, unreferenced_sql(link))
-            if unreferenced:
-                out.append(f"{link.describe()}: {unreferenced} parent rows no row references (the original references all)")
-    return out
-
-
-def _column_violations(conn: sqlite3.Connection, table: TableFacts, col: ColumnFacts, free: bool,
-                       linked: bool) -> list[str]:
-    where = f"{table.name}.{col.name}"
-    rows, present, distinct, _most = _column_counts(conn, table.name, col.name)
-    out = []
-    if not col.nulls and present < rows:
-        out.append(f"{where}: {rows - present} NULLs, the original has none")
-    kinds = set(_kinds(conn, table.name, col.name))
-    if (col.kinds or col.nulls) and not kinds <= set(col.kinds):
-        out.append(f"{where}: holds {', '.join(sorted(kinds - set(col.kinds)))}, the original only "
-                   f"{', '.join(col.kinds) or 'NULL'}")
-    if col.shapes:
-        shapes = _shapes(conn, table.name, col.name, 10 ** 6) or set()
-        strange = sorted(shapes - set(col.shapes))
-        if strange:
-            out.append(f"{where}: text shaped {strange[0]!r}, the original's are {', '.join(col.shapes)}")
-    if free:
-        return out
-    if col.unique and distinct < present:
-        out.append(f"{where}: {present - distinct} repeated values, the original's are unique")
-    if col.near_unique and not linked:
-        held = dict(col.counts)
-        for value, n in _repeated(conn, table.name, col.name):
-            if n > held.get(value, 1):
-                out.append(f"{where}: {value!r} in {n} rows, the original has it in {held.get(value, 1)}")
-                break
-    return out

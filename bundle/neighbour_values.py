@@ -181,32 +181,41 @@ def _number(text: str) -> int | float | None:
     return None
 
 
-def stored_kind(value: object, declared: str) -> str:
-    """The storage class (``typeof``) ``value`` gets in a column of type ``declared``.
+def stored(value: object, declared: str) -> object:
+    """``value`` as a column of type ``declared`` stores it (SQLite's type affinity).
 
-    >>> stored_kind("12", "INTEGER"), stored_kind(12, "TEXT"), stored_kind(3.0, "INT"), stored_kind(3, "REAL")
-    ('integer', 'text', 'integer', 'real')
+    >>> stored("12", "INTEGER"), stored(12, "TEXT"), stored(3.0, "INT"), stored(3, "REAL"), stored("x", "INT")
+    (12, '12', 3, 3.0, 'x')
     """
-    if value is None:
-        return "null"
-    if isinstance(value, (bytes, bytearray)):
-        return "blob"
+    if value is None or isinstance(value, (bytes, bytearray)):
+        return value
     aff = affinity(declared)
     if aff == "text":
-        return "text"
-    if aff in ("integer", "numeric", "real") and isinstance(value, str):
+        return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+    if aff not in ("integer", "numeric", "real"):
+        return value
+    if isinstance(value, str):
         number = _number(value)
         if number is None:
-            return "text"
+            return value
         value = number
-    if isinstance(value, str):
-        return "text"
     if aff == "real":
-        return "real"
-    if isinstance(value, float):
-        exact = aff in ("integer", "numeric") and value.is_integer() and abs(value) < 2 ** 63
-        return "integer" if exact else "real"
-    return "integer"
+        return float(value)  # type: ignore[arg-type]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 63:
+        return int(value)
+    return value
+
+
+def stored_kind(value: object, declared: str) -> str:
+    """The storage class (``typeof``) ``value`` gets in a column of type ``declared``."""
+    found = stored(value, declared)
+    if found is None:
+        return "null"
+    if isinstance(found, (bytes, bytearray)):
+        return "blob"
+    if isinstance(found, str):
+        return "text"
+    return "real" if isinstance(found, float) else "integer"
 
 
 def fits(col: ColumnFacts, value: object) -> bool:

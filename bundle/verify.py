@@ -39,6 +39,8 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 try:
     from . import gold_results, sql_compare, sql_extract, sql_guard
@@ -96,8 +98,10 @@ class Verdict:
     budget_steps: int | None = None
     steps: int | None = None  # VM steps the predicted query took on the original (or had taken when stopped)
     original_score: float | None = None  # the verdict of the original database alone
-    decided_on: str = "original"  # "original", the neighbour whose result differed, or "test suite" (all agreed)
+    decided_on: str = "original"  # "original", the neighbour or search database whose result differed, or
+    # "test suite" (every one agreed)
     neighbours_checked: int = 0
+    searched: int = 0  # databases the counterexample search generated and judged
     prediction_s: float = 0.0
     gold_s: float = 0.0
     compare_s: float = 0.0
@@ -168,35 +172,70 @@ class Neighbour:
     gold: gold_results.GoldResult
 
 
-def _judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits) -> tuple:
-    """Run ``sql`` on one database and compare with the gold's result there.
+class Judged(NamedTuple):
+    """One database's verdict on a query: what ``judge`` returns (a named tuple: on the hot path)."""
 
-    (outcome, score, detail, steps, prediction seconds, comparison seconds).
+    outcome: str
+    score: float | None
+    detail: str
+    steps: int
+    prediction_s: float
+    compare_s: float
+
+
+TIES_DETAIL = "its rows are the gold's with the whole tie its LIMIT cuts"
+
+
+def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits, *, ties: bool = False,
+          max_steps: int | None = None) -> Judged:
+    """Run ``sql`` on one database and compare its rows with the gold's result there.
+
+    ``ties``: rows that are the gold's with the whole tie its LIMIT cuts also match (a neighbour's
+    other fair reading, ``gold_results``). ``max_steps``: fewer steps than the gold's budget (the
+    search's remaining budget); stopped there, the outcome is ``prediction_over_budget``.
     """
     budget = limits.budget_steps(gold.steps)
+    if max_steps is not None:
+        budget = min(budget, max_steps)
     t0 = time.monotonic()
     try:
         raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s)
     except sql_guard.QueryFailed as failed:
         outcome = _PREDICTION_KIND[failed.kind]
-        return outcome, None if outcome in UNSCORED else 0.0, failed.detail, failed.steps, time.monotonic() - t0, 0.0
+        return Judged(outcome, None if outcome in UNSCORED else 0.0, failed.detail, failed.steps,
+                      time.monotonic() - t0, 0.0)
     t1 = time.monotonic()
     try:
-        result = sql_compare.compare(gold.shape, sql_compare.normalize_rows(raw.rows, limits.float_digits),
-                                     len(raw.columns),
-                                     budget=sql_compare.Budget(limits.compare_max_cells, t0 + limits.wall_guard_s))
+        rows = sql_compare.normalize_rows(raw.rows, limits.float_digits)
+        budget_cells = sql_compare.Budget(limits.compare_max_cells, t0 + limits.wall_guard_s)
+        result = sql_compare.compare(gold.shape, rows, len(raw.columns), budget=budget_cells)
+        if not result.match and ties and gold.with_ties is not None:
+            again = sql_compare.compare(gold.with_ties, rows, len(raw.columns), budget=budget_cells)
+            result = sql_compare.Comparison(True, TIES_DETAIL, again.cells) if again.match else result
     except (sql_compare.CompareBudgetExceeded, sql_compare.CompareWallGuard) as exc:
         timed_out = isinstance(exc, sql_compare.CompareWallGuard)
-        return (INFRASTRUCTURE_TIMEOUT if timed_out else PREDICTION_OVER_CAP, None if timed_out else 0.0, str(exc),
-                raw.steps, t1 - t0, time.monotonic() - t1)
+        return Judged(INFRASTRUCTURE_TIMEOUT if timed_out else PREDICTION_OVER_CAP, None if timed_out else 0.0,
+                      str(exc), raw.steps, t1 - t0, time.monotonic() - t1)
     outcome = MATCH if result.match else MISMATCH
-    return outcome, 1.0 if result.match else 0.0, result.detail, raw.steps, t1 - t0, time.monotonic() - t1
+    return Judged(outcome, 1.0 if result.match else 0.0, result.detail, raw.steps, t1 - t0, time.monotonic() - t1)
+
+
+class Searched(NamedTuple):
+    """What a counterexample search found (``neighbour_search``): ``decided_on`` None when nothing."""
+
+    decided_on: str | None
+    outcome: str
+    score: float | None
+    detail: str
+    databases: int  # databases generated and judged
+    steps: int  # VM steps its gold and prediction runs took
 
 
 def verify(completion: str | None, gold: str, database: str, *, limits: Limits = DEFAULT_LIMITS,
            is_sql: bool = False, known_gold: gold_results.GoldResult | None = None,
            cache: gold_results.GoldCache | None = None, database_key: str | None = None,
-           neighbours: tuple[Neighbour, ...] | list[Neighbour] = ()) -> Verdict:
+           neighbours: tuple[Neighbour, ...] | list[Neighbour] = (),
+           search: Callable[[str], Searched] | None = None) -> Verdict:
     """Score one completion against a gold query on the SQLite file ``database``.
 
     ``is_sql``: the completion is already a query (no extraction). ``known_gold``: the gold's result,
@@ -207,7 +246,11 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     ``neighbours``: when given (and ``limits.semantics`` is ``neighbours``), a completion that
     matches on ``database`` must match on each of them too, checked in order and stopping at the
     first that differs; the verdict then names that database (``decided_on``; ``test suite`` when
-    every one agreed) and keeps the original database's own score (``original_score``).
+    every one agreed) and keeps the original database's own score (``original_score``). On a
+    neighbour, the gold's rows with the whole tie its LIMIT cuts match too (``judge``).
+
+    ``search``: when given, a completion that matched everywhere so far is passed to it (the
+    counterexample search, ``neighbour_search``); a database it finds decides the verdict.
     """
     started = time.monotonic()
     gold_s, cached = 0.0, True
@@ -238,17 +281,26 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
                            sql, steps=0, original_score=0.0, **base)
     except sql_guard.QueryFailed as failed:
         return _finish(started, INFRASTRUCTURE_ERROR, None, failed.detail, sql, **base)
-    outcome, score, detail, steps, prediction_s, compare_s = _judge(database, sql, known_gold, limits)
-    original_score, decided_on, checked = score, "original", 0
+    outcome, score, detail, steps, prediction_s, compare_s = judge(database, sql, known_gold, limits)
+    original_score, decided_on, checked, searched = score, "original", 0, 0
     if outcome == MATCH and limits.semantics == "neighbours":
         for neighbour in neighbours:
             checked += 1
-            there = _judge(neighbour.path, sql, neighbour.gold, limits)
-            prediction_s, compare_s = prediction_s + there[4], compare_s + there[5]
-            if there[0] != MATCH:
-                outcome, score, detail, decided_on = there[0], there[1], f"on {neighbour.name}: {there[2]}", neighbour.name
+            there = judge(neighbour.path, sql, neighbour.gold, limits, ties=True)
+            prediction_s, compare_s = prediction_s + there.prediction_s, compare_s + there.compare_s
+            if there.outcome != MATCH:
+                outcome, score, detail, decided_on = there.outcome, there.score, f"on {neighbour.name}: {there.detail}", \
+                    neighbour.name
                 break
         else:
             decided_on = "test suite" if checked else decided_on
+        if outcome == MATCH and search is not None:
+            found = search(sql)
+            searched = found.databases
+            if found.decided_on is not None:
+                outcome, score, detail, decided_on = found.outcome, found.score, found.detail, found.decided_on
+            elif searched:
+                decided_on = "test suite"
     return _finish(started, outcome, score, detail, sql, steps=steps, prediction_s=prediction_s, compare_s=compare_s,
-                   original_score=original_score, decided_on=decided_on, neighbours_checked=checked, **base)
+                   original_score=original_score, decided_on=decided_on, neighbours_checked=checked,
+                   searched=searched, **base)

@@ -2,17 +2,22 @@
 
 For one original database and its golds (``distil``):
 
-1. targets: for each gold, its neighbour queries (``variants``) that the original cannot tell from
+1. invariants: what the original's data implies (``bundle.neighbour_invariants.mine``); every
+   candidate keeps all of them, or is not used (``Fuzzer.build`` reports what it breaks);
+2. targets: for each gold, its neighbour queries (``variants``) that the original cannot tell from
    it (they run and return the gold's rows there, under the scorer's own comparison), plus the
    constant answer that merely repeats the gold's rows (``SELECT 6`` for "how many singers") and,
    for a gold with no rows, an empty answer;
-2. candidates: ``candidates`` fuzzed databases (``fuzz.Fuzzer``), each from its own seeded
-   generator. On each, every gold runs as the bundle runs a gold; a candidate on which a gold's
-   outer ``ORDER BY ... LIMIT`` cuts through a tie of its keys (the answer would hang on
-   tie-breaking) or on which the gold fails is not used for that gold;
-3. greedy choice: repeatedly keep the candidate that separates the most targets not yet separated
+3. candidates: ``candidates`` fuzzed databases, each from its own seeded draw, in turn from the
+   ``PLANS`` (sizes, special values, distinct sort keys). On each, every gold runs as the bundle
+   runs a gold. A gold is not judged on a candidate where it fails, or where a key it sorts by is
+   NULL though none is on the original (NULL sorts first: "the lowest" would be an unknown). A
+   LIMIT that cuts a tie is no reason: the comparison there also accepts the whole tie;
+4. greedy choice: repeatedly keep the candidate that separates the most targets not yet separated
    (a target is separated where its rows differ from the gold's), counting also each gold it gives
    a non-empty result where none had one yet; stop when nothing is gained or at ``max_keep``.
+   Where the kept ones separate less than ``enough`` of the targets, another round of
+   ``candidates`` is built, up to ``max_candidates`` (the cost is per database, at build time).
 
 Deterministic: the same original, golds and seed give the same files, byte for byte.
 """
@@ -24,12 +29,13 @@ import random
 import shutil
 from pathlib import Path
 
-from bundle import gold_results, sql_compare, sql_guard
+from bundle import gold_results, sql_guard
+from bundle import neighbour_invariants as inv
+from bundle import neighbour_values as nv
+from bundle.neighbour_fuzz import Fuzzer
+from bundle.neighbour_source import Draw, Focus, read_original
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
-from bundle.verify import gold_result
-from harness.prepare.neighbours.fuzz import Fuzzer
-from harness.prepare.neighbours.schema import read_schema
-from harness.prepare.neighbours.values import grouped_columns, literals_by_column
+from bundle.verify import MATCH, gold_result, judge
 from harness.prepare.neighbours.variants import variants
 
 # Work a gold or a target may do on a candidate while distilling (candidates are small).
@@ -37,12 +43,22 @@ BUILD_STEPS = 5_000_000
 # A gold with no rows on the original is met by any empty answer: giving it rows somewhere is
 # worth as much as separating three look-alike queries.
 NON_EMPTY_WEIGHT = 3
+# Candidates are drawn in turn from these plans: the default, smaller and more pointed databases,
+# distinct sort keys (no tie at a LIMIT), and larger ones.
+PLANS = (
+    {},
+    {"max_rows": 20, "scale": (0.2, 1.0), "special_share": 0.5},
+    {"distinct_sort": True},
+    {"scale": (0.8, 2.0), "null_share": 0.3},
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
     seed: int = 0
-    candidates: int = 24
+    candidates: int = 24  # built per round
+    max_candidates: int = 72  # rounds stop here, or once the kept ones separate ``enough``
+    enough: float = 0.9  # share of the targets the kept neighbours should separate
     max_keep: int = 3
     min_gain: int = 3  # a neighbour is kept only where it separates at least this many more targets
     max_rows: int = 60
@@ -56,11 +72,16 @@ class Distilled:
     db_id: str
     files: list[Path]
     results: dict[str, list[gold_results.GoldResult | None]]  # gold -> per kept neighbour (None: not used)
+    originals: dict[str, gold_results.GoldResult]  # gold -> its result on the original
+    profile: inv.Profile
+    repeats_allowed: frozenset[str]  # columns the golds need repeated (their uniqueness is dropped)
     targets: int  # targets the original could not tell from their gold
     separated: int  # of those, separated by the kept neighbours
     constants: int  # constant or empty answers the original accepted
     constants_separated: int
     candidates_built: int
+    candidates_refused: int  # built but breaking an invariant: never used
+    null_key_skips: int  # (gold, kept neighbour) pairs left out: a NULL sort key the original does not have
 
 
 def build_limits() -> Limits:
@@ -75,14 +96,8 @@ def _run(database: Path, sql: str, limits: Limits) -> sql_guard.RawResult | None
         return None
 
 
-def _same(gold: gold_results.GoldResult, raw: sql_guard.RawResult | None, limits: Limits) -> bool:
-    if raw is None:
-        return False
-    try:
-        return sql_compare.compare(gold.shape, sql_compare.normalize_rows(raw.rows, limits.float_digits),
-                                   len(raw.columns)).match
-    except (sql_compare.CompareBudgetExceeded, sql_compare.CompareWallGuard):
-        return False
+def _same(database: Path, sql: str, gold: gold_results.GoldResult, limits: Limits) -> bool:
+    return judge(str(database), sql, gold, limits, ties=True, max_steps=BUILD_STEPS).outcome == MATCH
 
 
 def _sql_literal(value: object) -> str:
@@ -105,61 +120,36 @@ def constant_answer(raw: sql_guard.RawResult) -> str | None:
     return " UNION ALL ".join("SELECT " + ", ".join(_sql_literal(v) for v in row) for row in raw.rows)
 
 
-def _targets(original: Path, gold: str, columns: list[str], settings: Settings, rng: random.Random,
-             limits: Limits) -> tuple[list[str], list[str]]:
+def _targets(original: Path, gold: str, here: gold_results.GoldResult, columns: list[str], settings: Settings,
+             rng: random.Random, limits: Limits) -> tuple[list[str], list[str]]:
     """(variants the original cannot tell from ``gold``, constant answers it accepts)."""
-    try:
-        gold_here = gold_result(gold, str(original), limits)
-    except sql_guard.QueryFailed:
-        return [], []
     found = variants(gold, columns)
     if len(found) > settings.variants_per_gold:
         found = rng.sample(found, settings.variants_per_gold)
-    same = [v for v in found if _same(gold_here, _run(original, v, limits), limits)]
+    same = [v for v in found if _same(original, v, here, limits)]
     raw = _run(original, gold, limits)
     constant = constant_answer(raw) if raw is not None else None
-    constants = [constant] if constant and _same(gold_here, _run(original, constant, limits), limits) else []
-    return same, constants
+    return same, [constant] if constant and _same(original, constant, here, limits) else []
 
 
 def _candidate_seed(settings: Settings, db_id: str, index: int) -> str:
     return f"spider-scoring-neighbours:{settings.seed}:{db_id}:{index}"
 
 
-def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: Settings = Settings()) -> Distilled:
-    """Build, evaluate and choose the neighbours of one database (module docstring)."""
-    limits = build_limits()
-    schema = read_schema(original)
-    columns = sorted({c.name for t in schema.tables for c in t.columns})
+def focus_for(golds: list[str], profile: inv.Profile) -> Focus:
+    """What the golds of a database ask of its neighbours: their literals, grouped and sorted columns."""
+    names = {c.name.lower() for t in profile.tables for c in t.columns}
+    links = {c.lower() for k in profile.links for c in k.child_columns}
     literals: dict[str, list] = {}
-    lowered = {c.lower() for c in columns}
     grouped: set[str] = set()
-    links = {c.name.lower() for t in schema.tables for c in t.columns if c.references}
+    ordered: set[str] = set()
     for gold in golds:
-        grouped |= grouped_columns(gold, lowered, links)
-        for name, found in literals_by_column(gold, lowered).items():
-            literals.setdefault(name, []).extend(v for v in found if v not in literals.get(name, []))
-    rng = random.Random(_candidate_seed(settings, db_id, -1))
-    targets: dict[str, tuple[list[str], list[str]]] = {g: _targets(original, g, columns, settings, rng, limits)
-                                                       for g in golds}
-    fuzzer = Fuzzer(schema, literals, grouped=grouped, max_rows=settings.max_rows)
-    work.mkdir(parents=True, exist_ok=True)
-    evaluated = [evaluate(fuzzer, work / f"candidate-{i:03d}.sqlite", random.Random(_candidate_seed(settings, db_id, i)),
-                           golds, targets, limits) for i in range(settings.candidates)]
-    chosen = _choose(evaluated, golds, settings, original, limits)
-    files = []
-    for rank, index in enumerate(chosen):
-        dest = work / "kept" / f"{db_id}-{rank + 1}.sqlite"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(evaluated[index].path, dest)
-        files.append(dest)
-    sql_guard.forget_connections()
-    all_targets = {(g, t) for g, (same, consts) in targets.items() for t in same + consts}
-    covered = set().union(*(evaluated[i].separated for i in chosen)) if chosen else set()
-    constants = {(g, t) for g, (_same_list, consts) in targets.items() for t in consts}
-    return Distilled(db_id, files, {g: [evaluated[i].golds.get(g) for i in chosen] for g in golds},
-                     len(all_targets - constants), len((covered & all_targets) - constants), len(constants),
-                     len(covered & constants), len(evaluated))
+        grouped |= nv.grouped_columns(gold, names, links)
+        ordered |= nv.sort_columns(gold, names)
+        for name, found in nv.literals_by_column(gold, names).items():
+            bucket = literals.setdefault(name, [])
+            bucket.extend(v for v in found if v not in bucket)
+    return Focus(literals, frozenset(grouped), frozenset(ordered))
 
 
 @dataclasses.dataclass
@@ -170,45 +160,88 @@ class Candidate:
     golds: dict[str, gold_results.GoldResult]  # only the golds it may be used for
     separated: set[tuple[str, str]]
     non_empty: set[str]
+    null_keys: set[str]  # golds left out for a NULL sort key the original does not have
+    refused: bool = False  # it breaks an invariant: never used
 
 
-def evaluate(fuzzer: Fuzzer, path: Path, rng: random.Random, golds: list[str],
+def evaluate(fuzzer: Fuzzer, path: Path, draw: Draw, originals: dict[str, gold_results.GoldResult],
              targets: dict[str, tuple[list[str], list[str]]], limits: Limits) -> Candidate:
     """Build one candidate at ``path`` and judge every gold and target on it."""
-    fuzzer.write(path, rng)
+    if fuzzer.build(str(path), draw, vacuum=True):
+        return Candidate(path, {}, set(), set(), set(), refused=True)
     usable: dict[str, gold_results.GoldResult] = {}
     separated: set[tuple[str, str]] = set()
-    for gold in golds:
+    null_keys: set[str] = set()
+    for gold, original in originals.items():
         try:
             result = gold_result(gold, str(path), limits)
         except sql_guard.QueryFailed:
             continue
-        if any(segment.pool is not None for segment in result.shape.segments):
-            continue  # a LIMIT cuts through a tie here: the gold's answer would hang on tie-breaking
+        if result.null_keys and original.null_keys is False:
+            null_keys.add(gold)
+            continue
         usable[gold] = result
         same, constants = targets[gold]
-        for target in same + constants:
-            if not _same(result, _run(path, target, limits), limits):
-                separated.add((gold, target))
+        separated.update((gold, t) for t in same + constants if not _same(path, t, result, limits))
     non_empty = {g for g, r in usable.items() if r.shape.rows}
-    return Candidate(path, usable, separated, non_empty)
+    return Candidate(path, usable, separated, non_empty, null_keys)
 
 
-def _choose(candidates: list[Candidate], golds: list[str], settings: Settings, original: Path,
-            limits: Limits) -> list[int]:
-    empty = set()
+def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: Settings = Settings()) -> Distilled:
+    """Mine, build, evaluate and choose the neighbours of one database (module docstring)."""
+    limits = build_limits()
+    conn = inv.open_read_only(str(original))
+    try:
+        profile, source = inv.mine(conn), read_original(conn)
+    finally:
+        conn.close()
+    originals: dict[str, gold_results.GoldResult] = {}
     for gold in golds:
         try:
-            if not gold_result(gold, str(original), limits).shape.rows:
-                empty.add(gold)
+            originals[gold] = gold_result(gold, str(original), limits)
         except sql_guard.QueryFailed:
-            pass
+            pass  # Spider's few broken golds: prepare leaves them out
+    columns = sorted({c.name for t in profile.tables for c in t.columns})
+    rng = random.Random(_candidate_seed(settings, db_id, -1))
+    targets = {g: _targets(original, g, r, columns, settings, rng, limits) for g, r in originals.items()}
+    focus = dataclasses.replace(focus_for(golds, profile), max_rows=settings.max_rows)
+    fuzzers = [Fuzzer(source, profile, dataclasses.replace(focus, **plan)) for plan in PLANS]
+    work.mkdir(parents=True, exist_ok=True)
+    all_targets = {(g, t) for g, (same, consts) in targets.items() for t in same + consts}
+    evaluated: list[Candidate] = []
+    chosen: list[int] = []
+    while len(evaluated) < settings.max_candidates:
+        for i in range(len(evaluated), len(evaluated) + settings.candidates):
+            evaluated.append(evaluate(fuzzers[i % len(fuzzers)], work / f"candidate-{i:03d}.sqlite",
+                                      Draw(_candidate_seed(settings, db_id, i)), originals, targets, limits))
+        chosen = _choose(evaluated, originals, settings)
+        covered = set().union(*(evaluated[i].separated for i in chosen)) if chosen else set()
+        if len(covered & all_targets) >= settings.enough * len(all_targets):
+            break
+    files = []
+    for rank, index in enumerate(chosen):
+        dest = work / "kept" / f"{db_id}-{rank + 1}.sqlite"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(evaluated[index].path, dest)
+        files.append(dest)
+    sql_guard.forget_connections()
+    covered = set().union(*(evaluated[i].separated for i in chosen)) if chosen else set()
+    constants = {(g, t) for g, (_same_list, consts) in targets.items() for t in consts}
+    return Distilled(db_id, files, {g: [evaluated[i].golds.get(g) for i in chosen] for g in golds}, originals, profile,
+                     focus.grouped, len(all_targets - constants), len((covered & all_targets) - constants),
+                     len(constants), len(covered & constants), len(evaluated),
+                     sum(c.refused for c in evaluated), sum(len(evaluated[i].null_keys) for i in chosen))
+
+
+def _choose(candidates: list[Candidate], originals: dict[str, gold_results.GoldResult],
+            settings: Settings) -> list[int]:
+    empty = {g for g, r in originals.items() if not r.shape.rows}
     covered: set[tuple[str, str]] = set()
     chosen: list[int] = []
     while len(chosen) < settings.max_keep:
         best, best_gain = None, settings.min_gain - 1
         for i, candidate in enumerate(candidates):
-            if i in chosen:
+            if i in chosen or candidate.refused:
                 continue
             gain = len(candidate.separated - covered) + NON_EMPTY_WEIGHT * len(candidate.non_empty & empty)
             if gain > best_gain:
@@ -219,5 +252,3 @@ def _choose(candidates: list[Candidate], golds: list[str], settings: Settings, o
         covered |= candidates[best].separated
         empty -= candidates[best].non_empty
     return chosen
-
-
