@@ -1,9 +1,14 @@
 """Proof that a neighbour database keeps its original's invariants (``neighbour_invariants``).
 
 ``violations`` lists every invariant one database breaks; ``prove_bundle`` every one a bundle's
-neighbour databases break, with the gold sort keys (no NULL where the original's gold sorts by
-none). ``prepare`` refuses to write a bundle that fails it, verification runs it on the zip, and
-the grader's search uses no database that fails it. Standard library only.
+neighbour databases break, with what each gold judged there presupposes (``judges``): rows where
+it has rows on the original, no row of NULLs where it has none there, and no NULL key it sorts by
+where it sorts by none there. ``prepare`` refuses to write a bundle that fails it, verification
+runs it on the zip, and the grader's search uses no database that fails it. Standard library only.
+
+>>> one, none = sql_compare.bag_shape([(3,)]), sql_compare.bag_shape([], 1)
+>>> judges(gold_results.GoldResult(one, 1), gold_results.GoldResult(none, 1))
+'it has no rows, though it has some on the original'
 """
 
 from __future__ import annotations
@@ -12,9 +17,12 @@ import os
 import sqlite3
 
 try:
+    from . import gold_results, sql_compare
     from . import neighbour_invariants as inv
 except ImportError:  # run as a standalone file
+    import gold_results  # type: ignore[no-redef]
     import neighbour_invariants as inv  # type: ignore[no-redef]
+    import sql_compare  # type: ignore[no-redef]
 
 
 
@@ -73,6 +81,28 @@ def _column_violations(conn: sqlite3.Connection, table: inv.TableFacts, col: inv
     return out
 
 
+def _all_null(row: tuple) -> bool:
+    return bool(row) and all(v[0] == sql_compare.NULL_TAG for v in row)
+
+
+def judges(original: gold_results.GoldResult, here: gold_results.GoldResult) -> str | None:
+    """Why a gold may not be judged on a database where its result is ``here``, or None.
+
+    A question presupposes what it asks about: "the youngest dog's weight" has an answer. Where the
+    gold has rows on the original, a database where it has none (nothing matches its filter), or a
+    row of NULLs only there (``max()`` over nothing), or a NULL key it sorts by first, would judge
+    the wording of an answer to a question that does not arise, not the answer.
+    """
+    rows, there = original.shape.rows, here.shape.rows
+    if rows and not there:
+        return "it has no rows, though it has some on the original"
+    if not any(_all_null(r) for r in rows) and any(_all_null(r) for r in there):
+        return "it has a row of NULLs, though none on the original"
+    if here.null_keys and original.null_keys is False:
+        return "it sorts by a NULL key, though by none on the original"
+    return None
+
+
 def prove_bundle(index: dict, data_dir: str) -> list[str]:
     """Every invariant the neighbour databases of a bundle break (its index and ``data/`` folder)."""
     out: list[str] = []
@@ -102,8 +132,12 @@ def prove_database(db_id: str, invariants: dict | None, files: list[str], result
         finally:
             conn.close()
     for gold, per in sorted(results.items()):
-        if (originals.get(gold) or {}).get("null_keys") is not False:
-            continue  # the original's gold sorts by a NULL key too, or sorts by none
-        out += [f"{db_id} neighbour {k + 1}: gold {gold[:70]!r} sorts by a NULL key, the original's by none"
-                for k, result in enumerate(per) if result is not None and result.get("null_keys")]
+        original = gold_results.from_json(originals[gold]) if gold in originals else None
+        if original is None:
+            continue
+        for k, result in enumerate(per):
+            found = None if result is None else gold_results.from_json(result)
+            why = None if found is None else judges(original, found)
+            if why:
+                out.append(f"{db_id} neighbour {k + 1} judges gold {gold[:70]!r}, but {why}")
     return out

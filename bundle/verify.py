@@ -235,7 +235,7 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
            is_sql: bool = False, known_gold: gold_results.GoldResult | None = None,
            cache: gold_results.GoldCache | None = None, database_key: str | None = None,
            neighbours: tuple[Neighbour, ...] | list[Neighbour] = (),
-           search: Callable[[str], Searched] | None = None) -> Verdict:
+           search: Callable[[str, gold_results.GoldResult], Searched] | None = None) -> Verdict:
     """Score one completion against a gold query on the SQLite file ``database``.
 
     ``is_sql``: the completion is already a query (no extraction). ``known_gold``: the gold's result,
@@ -249,8 +249,9 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     every one agreed) and keeps the original database's own score (``original_score``). On a
     neighbour, the gold's rows with the whole tie its LIMIT cuts match too (``judge``).
 
-    ``search``: when given, a completion that matched everywhere so far is passed to it (the
-    counterexample search, ``neighbour_search``); a database it finds decides the verdict.
+    ``search``: when given, a completion that matched everywhere so far is passed to it with the
+    gold's result on ``database`` (the counterexample search, ``neighbour_search``); a database it
+    finds decides the verdict.
     """
     started = time.monotonic()
     gold_s, cached = 0.0, True
@@ -284,23 +285,43 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     outcome, score, detail, steps, prediction_s, compare_s = judge(database, sql, known_gold, limits)
     original_score, decided_on, checked, searched = score, "original", 0, 0
     if outcome == MATCH and limits.semantics == "neighbours":
-        for neighbour in neighbours:
-            checked += 1
-            there = judge(neighbour.path, sql, neighbour.gold, limits, ties=True)
-            prediction_s, compare_s = prediction_s + there.prediction_s, compare_s + there.compare_s
-            if there.outcome != MATCH:
-                outcome, score, detail, decided_on = there.outcome, there.score, f"on {neighbour.name}: {there.detail}", \
-                    neighbour.name
-                break
-        else:
-            decided_on = "test suite" if checked else decided_on
-        if outcome == MATCH and search is not None:
-            found = search(sql)
-            searched = found.databases
-            if found.decided_on is not None:
-                outcome, score, detail, decided_on = found.outcome, found.score, found.detail, found.decided_on
-            elif searched:
-                decided_on = "test suite"
+        beyond = _beyond_original(sql, neighbours, search, known_gold, limits)
+        checked, searched = beyond.checked, beyond.searched
+        prediction_s, compare_s = prediction_s + beyond.prediction_s, compare_s + beyond.compare_s
+        decided_on = beyond.decided_on
+        if beyond.outcome is not None:
+            outcome, score, detail = beyond.outcome, beyond.score, beyond.detail
     return _finish(started, outcome, score, detail, sql, steps=steps, prediction_s=prediction_s, compare_s=compare_s,
                    original_score=original_score, decided_on=decided_on, neighbours_checked=checked,
                    searched=searched, **base)
+
+
+class _Beyond(NamedTuple):
+    outcome: str | None  # None: every database agreed with the original's match
+    score: float | None
+    detail: str
+    decided_on: str
+    checked: int
+    searched: int
+    prediction_s: float
+    compare_s: float
+
+
+def _beyond_original(sql: str, neighbours: tuple[Neighbour, ...] | list[Neighbour],
+                     search: Callable[[str, gold_results.GoldResult], Searched] | None, original: gold_results.GoldResult,
+                     limits: Limits) -> _Beyond:
+    """A match on the original, judged on the neighbours in order, then by the search (verify's docstring)."""
+    prediction_s = compare_s = 0.0
+    for checked, neighbour in enumerate(neighbours, 1):
+        there = judge(neighbour.path, sql, neighbour.gold, limits, ties=True)
+        prediction_s, compare_s = prediction_s + there.prediction_s, compare_s + there.compare_s
+        if there.outcome != MATCH:
+            return _Beyond(there.outcome, there.score, f"on {neighbour.name}: {there.detail}", neighbour.name,
+                           checked, 0, prediction_s, compare_s)
+    found = search(sql, original) if search is not None else None
+    if found is not None and found.decided_on is not None:
+        return _Beyond(found.outcome, found.score, found.detail, found.decided_on, len(neighbours), found.databases,
+                       prediction_s, compare_s)
+    searched = found.databases if found is not None else 0
+    return _Beyond(None, None, "", "test suite" if neighbours or searched else "original", len(neighbours), searched,
+                   prediction_s, compare_s)

@@ -10,9 +10,10 @@ For one original database and its golds (``distil``):
    for a gold with no rows, an empty answer;
 3. candidates: ``candidates`` fuzzed databases, each from its own seeded draw, in turn from the
    ``PLANS`` (sizes, special values, distinct sort keys). On each, every gold runs as the bundle
-   runs a gold. A gold is not judged on a candidate where it fails, or where a key it sorts by is
-   NULL though none is on the original (NULL sorts first: "the lowest" would be an unknown). A
-   LIMIT that cuts a tie is no reason: the comparison there also accepts the whole tie;
+   runs a gold. A gold is not judged on a candidate where it fails, or where what it presupposes
+   fails (``neighbour_proof.judges``: it has no rows, or a row of NULLs, or a NULL sort key, where
+   the original gives it none). A LIMIT that cuts a tie is no reason: the comparison there also
+   accepts the whole tie;
 4. greedy choice: repeatedly keep the candidate that separates the most targets not yet separated
    (a target is separated where its rows differ from the gold's), counting also each gold it gives
    a non-empty result where none had one yet; stop when nothing is gained or at ``max_keep``.
@@ -29,7 +30,7 @@ import random
 import shutil
 from pathlib import Path
 
-from bundle import gold_results, sql_guard
+from bundle import gold_results, neighbour_proof, sql_guard
 from bundle import neighbour_invariants as inv
 from bundle import neighbour_values as nv
 from bundle.neighbour_fuzz import Fuzzer
@@ -45,7 +46,7 @@ BUILD_STEPS = 5_000_000
 NON_EMPTY_WEIGHT = 3
 # Candidates are drawn in turn from these plans: the default, smaller and more pointed databases,
 # distinct sort keys (no tie at a LIMIT), and larger ones.
-PLANS = (
+PLANS: tuple[dict, ...] = (
     {},
     {"max_rows": 20, "scale": (0.2, 1.0), "special_share": 0.5},
     {"distinct_sort": True},
@@ -81,7 +82,7 @@ class Distilled:
     constants_separated: int
     candidates_built: int
     candidates_refused: int  # built but breaking an invariant: never used
-    null_key_skips: int  # (gold, kept neighbour) pairs left out: a NULL sort key the original does not have
+    unjudged: int  # (gold, kept neighbour) pairs left out: the gold's presupposition fails there
 
 
 def build_limits() -> Limits:
@@ -160,7 +161,7 @@ class Candidate:
     golds: dict[str, gold_results.GoldResult]  # only the golds it may be used for
     separated: set[tuple[str, str]]
     non_empty: set[str]
-    null_keys: set[str]  # golds left out for a NULL sort key the original does not have
+    unjudged: set[str]  # golds whose presupposition it breaks (neighbour_proof.judges): not judged here
     refused: bool = False  # it breaks an invariant: never used
 
 
@@ -171,20 +172,20 @@ def evaluate(fuzzer: Fuzzer, path: Path, draw: Draw, originals: dict[str, gold_r
         return Candidate(path, {}, set(), set(), set(), refused=True)
     usable: dict[str, gold_results.GoldResult] = {}
     separated: set[tuple[str, str]] = set()
-    null_keys: set[str] = set()
+    unjudged: set[str] = set()
     for gold, original in originals.items():
         try:
             result = gold_result(gold, str(path), limits)
         except sql_guard.QueryFailed:
             continue
-        if result.null_keys and original.null_keys is False:
-            null_keys.add(gold)
+        if neighbour_proof.judges(original, result):
+            unjudged.add(gold)
             continue
         usable[gold] = result
         same, constants = targets[gold]
         separated.update((gold, t) for t in same + constants if not _same(path, t, result, limits))
     non_empty = {g for g, r in usable.items() if r.shape.rows}
-    return Candidate(path, usable, separated, non_empty, null_keys)
+    return Candidate(path, usable, separated, non_empty, unjudged)
 
 
 def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: Settings = Settings()) -> Distilled:
@@ -230,7 +231,7 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
     return Distilled(db_id, files, {g: [evaluated[i].golds.get(g) for i in chosen] for g in golds}, originals, profile,
                      focus.grouped, len(all_targets - constants), len((covered & all_targets) - constants),
                      len(constants), len(covered & constants), len(evaluated),
-                     sum(c.refused for c in evaluated), sum(len(evaluated[i].null_keys) for i in chosen))
+                     sum(c.refused for c in evaluated), sum(len(evaluated[i].unjudged) for i in chosen))
 
 
 def _choose(candidates: list[Candidate], originals: dict[str, gold_results.GoldResult],
