@@ -3,17 +3,19 @@
 Mined once from the original (``mine``), stored in the bundle's index, and proved on every
 neighbour built (``neighbour_proof``), at ``prepare``, in verification and in the grader's search:
 
-* links: each declared foreign key that the original's data mostly holds (at least half of its
-  child values have their parent), and each undeclared inclusion the data shows (every value of a
-  column is a value of another table's key column; for numbers, the names must be related too).
-  A neighbour holds every link entirely: no child value without its parent;
+* links: each declared foreign key (even where the original's data breaks it: flight_2's codes
+  with a leading space), and each undeclared inclusion the data shows (every value of a column is
+  a value of another table's key column; for numbers, the names must be related too). A
+  neighbour holds every link entirely: no child value without its parent;
 * total links: where every parent value is referenced in the original (every country has a
   city), every parent value is referenced on the neighbour;
 * per column: unique stays unique; no NULL where the original has none; only the storage classes
   the original holds (no text in a column of numbers); a text format where the original has one
   (every value has a digit and at most ``FORMAT_MAX_SHAPES`` shapes: dates, codes, numbers as text
-  keep their shape); no value repeated more than the original repeats one (``repeat_cap``), and in
-  a column of nearly distinct values (names, titles) no value more often than the original holds it;
+  keep their shape); in a column of nearly distinct values (names, titles), no value repeated more
+  often than the original repeats one; where one column determines another in the original on
+  several repeated values (a region its continent), it still does; a value one original row holds
+  in two text columns is held in both or neither (a type whose code and description are both 'CV');
 * a table with rows keeps rows.
 
 All facts are read with SQL, so a neighbour is judged exactly as its original was (collations,
@@ -26,15 +28,15 @@ affinities). Standard library only.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sqlite3
 import urllib.parse
 
 FORMAT_MAX_SHAPES = 4
 NEAR_UNIQUE = 0.8  # share of distinct values above which a column's values are names, not categories
-DECLARED_HELD = 0.5  # share of a declared key's child values that must have their parent in the original
 MINE_MAX_DISTINCT = 20_000  # columns with more distinct values are not searched for undeclared inclusions
+DEPENDENCY_SUPPORT = 3  # repeated values of a column needed before "it determines another" counts
+DEPENDENCY_MIN_ROWS = 10
 
 
 def quote(name: str) -> str:
@@ -69,8 +71,7 @@ class ColumnFacts:
     nulls: bool  # the original holds NULL here
     unique: bool  # every value distinct (with more than one value, or a one-column primary key)
     max_repeat: int  # most rows sharing one value
-    near_unique: bool  # at least NEAR_UNIQUE of its values distinct: names, titles
-    counts: tuple[tuple[object, int], ...] = ()  # near-unique columns: values held twice or more, with counts
+    near_unique: bool  # at least NEAR_UNIQUE of its values distinct: names, titles (no value above max_repeat)
     shapes: tuple[str, ...] = ()  # its text format; empty: free text
 
 
@@ -80,6 +81,9 @@ class TableFacts:
     rows: int
     columns: tuple[ColumnFacts, ...]
     key: tuple[str, ...] = ()  # the declared primary key's columns
+    depends: tuple[tuple[str, str], ...] = ()  # (a, b): a determines b (region -> continent), with support
+    paired: tuple[tuple[str, str, tuple], ...] = ()  # (a, b, values): a row holding one of them in a or b holds
+    # it in both (a type whose code and description are both 'CV')
 
     def column(self, name: str) -> ColumnFacts:
         return next(c for c in self.columns if c.name.lower() == name.lower())
@@ -104,7 +108,7 @@ class Link:
 class Profile:
     tables: tuple[TableFacts, ...]
     links: tuple[Link, ...]
-    dropped: tuple[str, ...] = ()  # declared keys the original's data does not hold, not kept
+    dropped: tuple[str, ...] = ()  # declared keys naming a table or column that does not exist
 
     def table(self, name: str) -> TableFacts:
         return next(t for t in self.tables if t.name.lower() == name.lower())
@@ -121,21 +125,15 @@ class Profile:
                 "total links": sum(k.total for k in self.links), "unique columns": sum(c.unique for c in cols),
                 "columns without NULL": sum(not c.nulls for c in cols), "formats": sum(bool(c.shapes) for c in cols),
                 "name columns": sum(c.near_unique and not c.unique for c in cols),
-                "declared keys not held": len(self.dropped)}
-
-
-def repeat_cap(col: ColumnFacts, rows_then: int, rows_now: int) -> int:
-    """Most rows one value may fill in a table grown from ``rows_then`` to ``rows_now`` rows."""
-    if col.unique:
-        return 1
-    scaled = math.ceil(col.max_repeat * rows_now / rows_then) if rows_then else rows_now
-    return max(col.max_repeat, scaled)
+                "dependencies": sum(len(t.depends) for t in self.tables),
+                "paired values": sum(len(t.paired) for t in self.tables),
+                "declared keys naming nothing": len(self.dropped)}
 
 
 # ---- reading facts with SQL (the same statements mine the original and check a neighbour) -----------
 
-def _scalar(conn: sqlite3.Connection, sql: str) -> int:
-    return int(conn.execute(sql).fetchone()[0] or 0)
+def _scalar(conn: sqlite3.Connection, sql: str, params: list | tuple = ()) -> int:
+    return int(conn.execute(sql, params).fetchone()[0] or 0)
 
 
 def _column_counts(conn: sqlite3.Connection, table: str, col: str) -> tuple[int, int, int, int]:
@@ -163,13 +161,6 @@ def _shapes(conn: sqlite3.Connection, table: str, col: str, limit: int) -> set[s
         if len(found) > limit:
             return None
     return found
-
-
-def _repeated(conn: sqlite3.Connection, table: str, col: str) -> list[tuple[object, int]]:
-    c = quote(col)
-    return [(v, int(n)) for v, n in conn.execute(
-        f"SELECT {c}, count(*) FROM {quote(table)} WHERE {c} IS NOT NULL GROUP BY {c} HAVING count(*) > 1 "
-        f"ORDER BY count(*) DESC, {c}")]
 
 
 def _tuple(columns: tuple[str, ...]) -> str:
@@ -226,14 +217,17 @@ def mine(conn: sqlite3.Connection) -> Profile:
     rows = {t.name: t.rows for t in facts}
     links = [dataclasses.replace(k, total=rows[k.parent] > 0 and _scalar(conn, unreferenced_sql(k)) == 0)
              for k in links]
-    return Profile(tuple(_without_child_formats(t, links) for t in facts), tuple(links), tuple(dropped))
+    return Profile(tuple(_as_linked(t, links) for t in facts), tuple(links), tuple(dropped))
 
 
-def _without_child_formats(table: TableFacts, links: list[Link]) -> TableFacts:
-    """A link column takes its parent's values: the parent's format governs, not its own."""
+def _as_linked(table: TableFacts, links: list[Link]) -> TableFacts:
+    """A link column takes its parent's values: the parent's format governs, and nothing else in the
+    row determines it."""
     linked = {c.lower() for k in links if k.child == table.name for c in k.child_columns}
     return dataclasses.replace(table, columns=tuple(dataclasses.replace(c, shapes=()) if c.name.lower() in linked
-                                                    else c for c in table.columns))
+                                                    else c for c in table.columns),
+                               depends=tuple(d for d in table.depends if d[1].lower() not in linked),
+                               paired=tuple(d for d in table.paired if not {d[0].lower(), d[1].lower()} & linked))
 
 
 def _table_facts(conn: sqlite3.Connection, name: str) -> TableFacts:
@@ -245,12 +239,65 @@ def _table_facts(conn: sqlite3.Connection, name: str) -> TableFacts:
         rows, present, distinct, most = _column_counts(conn, name, col)
         unique = (one_key and r[5] > 0) or (present > 1 and distinct == present)
         near = not unique and present > 0 and distinct >= NEAR_UNIQUE * present
-        counts = tuple((v, n) for v, n in _repeated(conn, name, col) if isinstance(v, (int, float, str))) if near else ()
         found = _shapes(conn, name, col, FORMAT_MAX_SHAPES)
         columns.append(ColumnFacts(col, r[2] or "", _kinds(conn, name, col), present < rows, unique, most, near,
-                                   counts, tuple(sorted(found or ()))))
+                                   tuple(sorted(found or ()))))
     key = tuple(r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5]))
-    return TableFacts(name, rows, tuple(columns), key)
+    return TableFacts(name, rows, tuple(columns), key, _dependencies(conn, name, columns), _paired(conn, name, columns))
+
+
+def _paired(conn: sqlite3.Connection, table: str, columns: list[ColumnFacts]) -> tuple[tuple[str, str, tuple], ...]:
+    """Pairs of text columns with the values that, wherever the original holds them in either, it
+    holds in both (a type's code and description, 'CV')."""
+    texts = [c.name for c in columns if c.kinds == ("text",)]
+    out = []
+    for i, a in enumerate(texts):
+        for b in texts[i + 1:]:
+            qa, qb, t = quote(a), quote(b), quote(table)
+            values = tuple(sorted(v for (v,) in conn.execute(
+                f"SELECT DISTINCT {qa} FROM {t} WHERE {qa} = {qb} EXCEPT SELECT {qa} FROM {t} WHERE {qa} IS NOT {qb} "
+                f"EXCEPT SELECT {qb} FROM {t} WHERE {qa} IS NOT {qb}")))
+            if values:
+                out.append((a, b, values))
+    return tuple(out)
+
+
+def split_pairs(conn: sqlite3.Connection, table: str, pair: tuple[str, str, tuple]) -> int:
+    """Rows holding one of the pair's values in one column and not in the other."""
+    a, b, values = pair
+    marks = ", ".join("?" * len(values))
+    return _scalar(conn, f"SELECT count(*) FROM {quote(table)} WHERE ({quote(a)} IN ({marks}) OR {quote(b)} IN "
+                         f"({marks})) AND {quote(a)} IS NOT {quote(b)}", list(values) * 2)
+
+
+def determined(conn: sqlite3.Connection, table: str, a: str, b: str) -> int:
+    """Values of ``a`` found with more than one value of ``b`` (NULL counting as a value)."""
+    ta, tb = quote(a), quote(b)
+    return _scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM {quote(table)} WHERE {ta} IS NOT NULL GROUP BY {ta} "
+                         f"HAVING count(DISTINCT {tb}) + (count(*) > count({tb})) > 1)")
+
+
+def _dependencies(conn: sqlite3.Connection, table: str, columns: list[ColumnFacts]) -> tuple[tuple[str, str], ...]:
+    """Pairs (a, b) of non-unique columns where a determines b, seen on at least DEPENDENCY_SUPPORT
+    repeated values of a (region -> continent); each b keeps its best-supported determinant."""
+    found: dict[str, tuple[int, str]] = {}
+    support: dict[str, int] = {}
+    if _scalar(conn, f"SELECT count(*) FROM {quote(table)}") < DEPENDENCY_MIN_ROWS:
+        return ()  # too few rows to tell a dependency from chance
+    for a in columns:
+        if a.unique or a.max_repeat < 2 or "blob" in a.kinds:
+            continue
+        support[a.name] = _scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM {quote(table)} WHERE {quote(a.name)} "
+                                        f"IS NOT NULL GROUP BY {quote(a.name)} HAVING count(*) > 1)")
+    for a_name, n in support.items():
+        if n < DEPENDENCY_SUPPORT:
+            continue
+        for b in columns:
+            if b.name == a_name or b.unique or b.max_repeat < 2 or "blob" in b.kinds:
+                continue
+            if determined(conn, table, a_name, b.name) == 0 and (b.name not in found or n > found[b.name][0]):
+                found[b.name] = (n, a_name)
+    return tuple((a, b) for b, (_n, a) in sorted(found.items()))
 
 
 def _declared(conn: sqlite3.Connection, facts: tuple[TableFacts, ...]) -> tuple[list[Link], list[str]]:
@@ -266,7 +313,8 @@ def _declared(conn: sqlite3.Connection, facts: tuple[TableFacts, ...]) -> tuple[
             parts.sort(key=lambda f: f[1])
             parent = by_name.get(str(parts[0][2]).lower())
             if parent is None:
-                continue  # Spider names a few tables that do not exist
+                dropped.append(f"{table.name} -> {parts[0][2]}: names a table that does not exist")
+                continue
             wanted = [f[4] for f in parts]
             if any(c is None for c in wanted):
                 wanted = list(parent.key)
@@ -274,16 +322,13 @@ def _declared(conn: sqlite3.Connection, facts: tuple[TableFacts, ...]) -> tuple[
             mine_ = {c.name.lower(): c.name for c in table.columns}
             if len(wanted) != len(parts) or any(str(c).lower() not in names for c in wanted) or \
                     any(str(f[3]).lower() not in mine_ for f in parts):
+                dropped.append(f"{table.name}({', '.join(str(f[3]) for f in parts)}) -> {parent.name}: "
+                               "names a column that does not exist")
                 continue
             link = Link(table.name, tuple(mine_[str(f[3]).lower()] for f in parts), parent.name,
                         tuple(names[str(c).lower()] for c in wanted), True)
             if any(k.child == link.child and k.child_columns == link.child_columns and k.parent == link.parent
                    for k in links):
-                continue
-            present = _scalar(conn, f"SELECT count(*) FROM {quote(table.name)} WHERE {_present(link.child_columns)}")
-            orphans = _scalar(conn, orphans_sql(link))
-            if present and orphans > (1 - DECLARED_HELD) * present:
-                dropped.append(f"{link.describe()}: {orphans} of {present} rows without their parent")
                 continue
             links.append(link)
     return links, dropped
@@ -350,9 +395,9 @@ def _inclusions(conn: sqlite3.Connection, facts: tuple[TableFacts, ...], declare
 def to_json(profile: Profile) -> dict:
     def column(c: ColumnFacts) -> dict:
         return {"name": c.name, "declared": c.declared, "kinds": list(c.kinds), "nulls": c.nulls, "unique": c.unique,
-                "max_repeat": c.max_repeat, "near_unique": c.near_unique, "counts": [list(p) for p in c.counts],
-                "shapes": list(c.shapes)}
-    return {"tables": [{"name": t.name, "rows": t.rows, "key": list(t.key), "columns": [column(c) for c in t.columns]}
+                "max_repeat": c.max_repeat, "near_unique": c.near_unique, "shapes": list(c.shapes)}
+    return {"tables": [{"name": t.name, "rows": t.rows, "key": list(t.key), "columns": [column(c) for c in t.columns],
+                        "depends": [list(d) for d in t.depends], "paired": [[a, b, list(v)] for a, b, v in t.paired]}
                        for t in profile.tables],
             "links": [{"child": k.child, "child_columns": list(k.child_columns), "parent": k.parent,
                        "parent_columns": list(k.parent_columns), "declared": k.declared, "total": k.total}
@@ -363,8 +408,9 @@ def to_json(profile: Profile) -> dict:
 def from_json(data: dict) -> Profile:
     tables = tuple(TableFacts(t["name"], int(t["rows"]), tuple(
         ColumnFacts(c["name"], c["declared"], tuple(c["kinds"]), bool(c["nulls"]), bool(c["unique"]),
-                    int(c["max_repeat"]), bool(c["near_unique"]), tuple((v, int(n)) for v, n in c["counts"]),
-                    tuple(c["shapes"])) for c in t["columns"]), tuple(t["key"])) for t in data["tables"])
+                    int(c["max_repeat"]), bool(c["near_unique"]), tuple(c["shapes"])) for c in t["columns"]),
+        tuple(t["key"]), tuple((a, b) for a, b in t.get("depends", ())),
+        tuple((a, b, tuple(v)) for a, b, v in t.get("paired", ()))) for t in data["tables"])
     links = tuple(Link(k["child"], tuple(k["child_columns"]), k["parent"], tuple(k["parent_columns"]),
                        bool(k["declared"]), bool(k["total"])) for k in data["links"])
     return Profile(tables, links, tuple(data.get("dropped", ())))

@@ -17,11 +17,12 @@ import os
 import sqlite3
 
 try:
-    from . import gold_results, sql_compare
+    from . import gold_results, neighbour_values, sql_compare
     from . import neighbour_invariants as inv
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
     import neighbour_invariants as inv  # type: ignore[no-redef]
+    import neighbour_values  # type: ignore[no-redef]
     import sql_compare  # type: ignore[no-redef]
 
 
@@ -41,6 +42,12 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
         for col in table.columns:
             free = col.name.lower() in repeats_allowed
             out += _column_violations(conn, table, col, free, (table.name.lower(), col.name.lower()) in linked)
+        for a, b in table.depends:
+            if b.lower() not in repeats_allowed and inv.determined(conn, table.name, a, b):
+                out.append(f"{table.name}: {a} no longer determines {b} as in the original")
+        for pair in table.paired:
+            if inv.split_pairs(conn, table.name, pair):
+                out.append(f"{table.name}: a value {pair[0]} and {pair[1]} share in the original is in one of them only")
     for link in profile.links:
         orphans = inv._scalar(conn, inv.orphans_sql(link))
         if orphans:
@@ -55,7 +62,7 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
 def _column_violations(conn: sqlite3.Connection, table: inv.TableFacts, col: inv.ColumnFacts, free: bool,
                        linked: bool) -> list[str]:
     where = f"{table.name}.{col.name}"
-    rows, present, distinct, _most = inv._column_counts(conn, table.name, col.name)
+    rows, present, distinct, most = inv._column_counts(conn, table.name, col.name)
     out = []
     if not col.nulls and present < rows:
         out.append(f"{where}: {rows - present} NULLs, the original has none")
@@ -72,12 +79,8 @@ def _column_violations(conn: sqlite3.Connection, table: inv.TableFacts, col: inv
         return out
     if col.unique and distinct < present:
         out.append(f"{where}: {present - distinct} repeated values, the original's are unique")
-    if col.near_unique and not linked:
-        held = dict(col.counts)
-        for value, n in inv._repeated(conn, table.name, col.name):
-            if n > held.get(value, 1):
-                out.append(f"{where}: {value!r} in {n} rows, the original has it in {held.get(value, 1)}")
-                break
+    if col.near_unique and not linked and most > col.max_repeat:
+        out.append(f"{where}: a value in {most} rows, the original repeats none more than {col.max_repeat} times")
     return out
 
 
@@ -100,6 +103,21 @@ def judges(original: gold_results.GoldResult, here: gold_results.GoldResult) -> 
         return "it has a row of NULLs, though none on the original"
     if here.null_keys and original.null_keys is False:
         return "it sorts by a NULL key, though by none on the original"
+    return None
+
+
+def repeated_identity(conn: sqlite3.Connection, profile: inv.Profile, gold: str) -> str | None:
+    """Why a gold may not be judged on the database behind ``conn``: a column it uses as the identity
+    of what it lists (``INTERSECT``/``EXCEPT``/``UNION`` on it, ``GROUP BY`` it) holds a name twice
+    there. A gold that intersects names reads two students called Jordan as one; where they may be
+    two, an answer by ids is the right one, so such a database would judge the gold, not the answer.
+    """
+    names = {c.name.lower() for t in profile.tables for c in t.columns}
+    wanted = neighbour_values.identity_columns(gold, names)
+    for table in profile.tables:
+        for col in table.columns:
+            if col.name.lower() in wanted and col.near_unique and inv._column_counts(conn, table.name, col.name)[3] > 1:
+                return f"its {col.name} repeats a value here, and it lists by it"
     return None
 
 
@@ -129,15 +147,23 @@ def prove_database(db_id: str, invariants: dict | None, files: list[str], result
         conn = inv.open_read_only(path)
         try:
             out += [f"{db_id} neighbour {k + 1}: {v}" for v in violations(profile, conn, allowed)]
+            out += [f"{db_id} neighbour {k + 1} judges gold {gold[:70]!r}, but {why}"
+                    for gold, why in _unfit(profile, conn, k, results, originals)]
         finally:
             conn.close()
+    return out
+
+
+def _unfit(profile: inv.Profile, conn: sqlite3.Connection, k: int, results: dict,
+           originals: dict) -> list[tuple[str, str]]:
+    """(gold, why) for the golds judged on neighbour ``k`` that it may not judge."""
+    out = []
     for gold, per in sorted(results.items()):
-        original = gold_results.from_json(originals[gold]) if gold in originals else None
-        if original is None:
+        if k >= len(per) or per[k] is None or gold not in originals:
             continue
-        for k, result in enumerate(per):
-            found = None if result is None else gold_results.from_json(result)
-            why = None if found is None else judges(original, found)
-            if why:
-                out.append(f"{db_id} neighbour {k + 1} judges gold {gold[:70]!r}, but {why}")
+        original, here = gold_results.from_json(originals[gold]), gold_results.from_json(per[k])
+        why = judges(original, here) if original is not None and here is not None else None
+        why = why or repeated_identity(conn, profile, gold)
+        if why:
+            out.append((gold, why))
     return out

@@ -6,12 +6,14 @@ see every wrong answer. For such a match the grader (and the reward, when ``sear
 generates further databases for that very pair, one at a time (``search``):
 
 * each is drawn by ``neighbour_fuzz`` from the original, with the gold's and the prediction's
-  literals as special values, the gold's grouped columns, and no NULL added where either sorts;
+  literals as special values (texts around LIKE patterns only for the gold's), the gold's grouped
+  columns, no NULL added where either sorts and no tie where either takes a ``min`` or ``max``;
   its seed is the database, the gold and the prediction's text: the verdict stays a pure function
   of (completion, row, bundle, settings);
 * it is used only when it keeps every invariant of the original's data (``neighbour_proof``), the
   gold runs on it, and what the gold presupposes holds there (``neighbour_proof.judges``: rows
-  where the original gives it rows, no row of NULLs, no NULL sort key, unless the original has);
+  where the original gives it rows, no row of NULLs, no NULL sort key, unless the original has;
+  ``repeated_identity``: no repeated name where the gold lists by names);
 * the prediction is judged on it as on a neighbour (the whole tie at a LIMIT matches too). The
   first database where the rows differ, or where the prediction fails or is over a cap, decides:
   the verdict names it (``search database 3 of concert_singer``);
@@ -58,7 +60,7 @@ except ImportError:  # run as a standalone file
 # Attempts cycle through these: small databases first (cheap, and edge cases show there), then larger.
 PLANS: tuple[dict, ...] = (
     {"max_rows": 8, "scale": (0.2, 0.8)},
-    {"max_rows": 16, "scale": (0.3, 1.0), "special_share": 0.5, "distinct_sort": True},
+    {"max_rows": 16, "scale": (0.3, 1.0), "special_share": 0.5, "distinct_sort": True, "twins": True},
     {"max_rows": 30, "scale": (0.5, 1.5), "null_share": 0.3},
     {"max_rows": 60, "scale": (0.8, 2.0)},
 )
@@ -95,8 +97,10 @@ def focus(task: Task, sql: str) -> Focus:
         for name, found in nv.literals_by_column(text, names).items():
             bucket = literals.setdefault(name, [])
             bucket.extend(v for v in found if v not in bucket)
-    return Focus(literals, frozenset(nv.grouped_columns(task.gold, names, links)),
-                 frozenset(nv.sort_columns(task.gold, names) | nv.sort_columns(sql, names)))
+    return Focus(literals, nv.literals_by_column(task.gold, names, patterns=True),
+                 frozenset(nv.grouped_columns(task.gold, names, links)),
+                 frozenset(nv.sort_columns(task.gold, names) | nv.sort_columns(sql, names)),
+                 frozenset(nv.extreme_columns(task.gold, names) | nv.extreme_columns(sql, names)))
 
 
 def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limits) -> verify_mod.Searched:
@@ -145,7 +149,13 @@ def _judge(task: Task, path: str, sql: str, original: gold_results.GoldResult, l
         return None  # the gold fails here (a value it cannot handle): this database cannot judge it
     if neighbour_proof.judges(original, gold):
         return None  # a question that does not arise here: nothing matches, or "the lowest" is unknown
-    return verify_mod.judge(path, sql, gold, limits, ties=True, max_steps=max(left - gold.steps, 1)), gold.steps
+    conn = inv.open_read_only(path)
+    try:
+        if neighbour_proof.repeated_identity(conn, task.profile, task.gold):
+            return None  # the gold lists by a name that repeats here: it would be judged, not the answer
+    finally:
+        conn.close()
+    return verify_mod.judge(path, sql, gold, limits, neighbour=True, max_steps=max(left - gold.steps, 1)), gold.steps
 
 
 _MEMO_MAX = 8_192

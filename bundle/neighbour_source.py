@@ -93,16 +93,26 @@ class Focus:
     """What a database is drawn to exercise; the invariants hold whatever it says.
 
     ``literals``: column name (lower case; "" when unknown) -> values queries compare it with.
+    ``patterns``: column name -> LIKE patterns whose parts are put into texts beside the original's
+    (a gold's, never a prediction's: 'applied math' would separate a fair ``LIKE '%math%'`` from the
+    gold's ``= 'math'``); a pattern itself is never a value.
     ``grouped``: columns a gold needs repeated (their uniqueness is dropped, docs/neighbours.md).
     ``sort_columns``: columns queries order by: no NULL added; ``distinct_sort`` draws them distinct.
+    ``distinct``: columns drawn distinct (a gold's ``min``/``max``: no tie for a bare column to break).
+    ``twins``: a second entity for each literal naming one, where the original repeats such names
+    (one of the targeted candidates: a query taking a name for an identity then shows).
     """
 
     literals: Mapping[str, Sequence] = dataclasses.field(default_factory=dict)
+    patterns: Mapping[str, Sequence] = dataclasses.field(default_factory=dict)
     grouped: frozenset[str] = frozenset()
     sort_columns: frozenset[str] = frozenset()
+    distinct: frozenset[str] = frozenset()
+    twins: bool = False
     distinct_sort: bool = False
     max_rows: int = 60
     scale: tuple[float, float] = (0.34, 1.5)
     redraw: float = 0.5
+    link_redraw: float = 0.05  # a row's parent is redrawn this often (else it keeps its original row's)
     null_share: float = 0.15
     special_share: float = 0.3

@@ -62,17 +62,20 @@ def _literal(tok: sql_text.Token, columns: set[str]) -> object:
     return None
 
 
-def literals_by_column(sql: str, columns: set[str]) -> dict[str, list]:
+def literals_by_column(sql: str, columns: set[str], patterns: bool = False) -> dict[str, list]:
     """The literals of ``sql`` by the column they are compared with (lower-case names; "" when unknown).
 
     Walking back from a literal over operators, ``IN (...)`` lists and ``BETWEEN ... AND``, the
-    first name reached is its column.
+    first name reached is its column. ``patterns``: the LIKE (GLOB) patterns instead of the values.
+
+    >>> literals_by_column("SELECT a FROM t WHERE b LIKE '%an%' AND c = 'x'", {"a", "b", "c"}, patterns=True)
+    {'b': ['%an%']}
     """
     code = _code(sql)
     out: dict[str, list] = {}
     for i, tok in enumerate(code):
         value = _literal(tok, columns)
-        if value is None:
+        if value is None or (i > 0 and code[i - 1].upper in ("LIKE", "GLOB")) != patterns:
             continue
         if tok.kind == "number" and i and code[i - 1].upper in ("LIMIT", "OFFSET"):
             continue  # a count of rows, not a value
@@ -121,6 +124,52 @@ def grouped_columns(sql: str, columns: set[str], links: set[str]) -> set[str]:
                     break
                 name = _name(tok, columns)
                 if name and (one or name in links):
+                    found.add(name)
+    return found
+
+
+def identity_columns(sql: str, columns: set[str]) -> set[str]:
+    """Columns ``sql`` uses as the identity of what it lists: those it selects in an INTERSECT,
+    EXCEPT or UNION, and those it groups by (lower-case names).
+
+    >>> sorted(identity_columns("SELECT name FROM a INTERSECT SELECT name FROM b", {"name", "id"}))
+    ['name']
+    >>> sorted(identity_columns("SELECT name, count(*) FROM a GROUP BY id", {"name", "id"}))
+    ['id']
+    """
+    code = _code(sql)
+    words = [t.upper for t in code]
+    found: set[str] = set()
+    compound = any(w in ("INTERSECT", "EXCEPT", "UNION") for w in words)
+    for i, word in enumerate(words):
+        if compound and word == "SELECT":
+            for tok in code[i + 1:]:
+                if tok.upper == "FROM":
+                    break
+                found |= {n for n in [_name(tok, columns)] if n}
+        if word == "GROUP" and i + 1 < len(words) and words[i + 1] == "BY":
+            for tok in code[i + 2:]:
+                if tok.upper in _GROUP_END:
+                    break
+                found |= {n for n in [_name(tok, columns)] if n}
+    return found
+
+
+def extreme_columns(sql: str, columns: set[str]) -> set[str]:
+    """Columns ``sql`` takes the ``min`` or ``max`` of (lower-case names).
+
+    >>> sorted(extreme_columns("SELECT min(T1.version), type FROM t AS T1", {"version", "type"}))
+    ['version']
+    """
+    code = _code(sql)
+    found: set[str] = set()
+    for i in range(len(code) - 2):
+        if code[i].upper in ("MIN", "MAX") and code[i + 1].text == "(":
+            for tok in code[i + 2:]:
+                if tok.text == ")":
+                    break
+                name = _name(tok, columns)
+                if name:
                     found.add(name)
     return found
 

@@ -184,15 +184,33 @@ class Judged(NamedTuple):
 
 
 TIES_DETAIL = "its rows are the gold's with the whole tie its LIMIT cuts"
+SET_DETAIL = "its rows are the gold's, each once"
 
 
-def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits, *, ties: bool = False,
+def _other_readings(gold: gold_results.GoldResult, rows: list[tuple], ncols: int,
+                    budget: sql_compare.Budget) -> str | None:
+    """The fair readings a neighbour also accepts, where the original could not tell them from the
+    gold's: the whole tie a LIMIT cuts, and the gold's rows each once (where the gold repeats a
+    row because a join does, and the answer does not repeat any)."""
+    if gold.with_ties is not None and sql_compare.compare(gold.with_ties, rows, ncols, budget=budget).match:
+        return TIES_DETAIL
+    shape = gold.shape
+    if not shape.ordered and len(set(rows)) == len(rows) and len(set(shape.rows)) < len(shape.rows):
+        once = sql_compare.ResultShape(shape.ncols, tuple(dict.fromkeys(shape.rows)), False,
+                                       (sql_compare.Segment(0, len(set(shape.rows))),))
+        if sql_compare.compare(once, rows, ncols, budget=budget).match:
+            return SET_DETAIL
+    return None
+
+
+def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits, *, neighbour: bool = False,
           max_steps: int | None = None) -> Judged:
     """Run ``sql`` on one database and compare its rows with the gold's result there.
 
-    ``ties``: rows that are the gold's with the whole tie its LIMIT cuts also match (a neighbour's
-    other fair reading, ``gold_results``). ``max_steps``: fewer steps than the gold's budget (the
-    search's remaining budget); stopped there, the outcome is ``prediction_over_budget``.
+    ``neighbour``: a neighbour or search database, where the original accepted the answer: the
+    gold's rows with the whole tie its LIMIT cuts, or each once, also match (``_other_readings``).
+    ``max_steps``: fewer steps than the gold's budget (the search's remaining budget); stopped
+    there, the outcome is ``prediction_over_budget``.
     """
     budget = limits.budget_steps(gold.steps)
     if max_steps is not None:
@@ -209,9 +227,9 @@ def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits
         rows = sql_compare.normalize_rows(raw.rows, limits.float_digits)
         budget_cells = sql_compare.Budget(limits.compare_max_cells, t0 + limits.wall_guard_s)
         result = sql_compare.compare(gold.shape, rows, len(raw.columns), budget=budget_cells)
-        if not result.match and ties and gold.with_ties is not None:
-            again = sql_compare.compare(gold.with_ties, rows, len(raw.columns), budget=budget_cells)
-            result = sql_compare.Comparison(True, TIES_DETAIL, again.cells) if again.match else result
+        other = _other_readings(gold, rows, len(raw.columns), budget_cells) if neighbour and not result.match else None
+        if other is not None:
+            result = sql_compare.Comparison(True, other)
     except (sql_compare.CompareBudgetExceeded, sql_compare.CompareWallGuard) as exc:
         timed_out = isinstance(exc, sql_compare.CompareWallGuard)
         return Judged(INFRASTRUCTURE_TIMEOUT if timed_out else PREDICTION_OVER_CAP, None if timed_out else 0.0,
@@ -247,7 +265,7 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     matches on ``database`` must match on each of them too, checked in order and stopping at the
     first that differs; the verdict then names that database (``decided_on``; ``test suite`` when
     every one agreed) and keeps the original database's own score (``original_score``). On a
-    neighbour, the gold's rows with the whole tie its LIMIT cuts match too (``judge``).
+    neighbour, the gold's rows with the whole tie its LIMIT cuts, or each once, match too (``judge``).
 
     ``search``: when given, a completion that matched everywhere so far is passed to it with the
     gold's result on ``database`` (the counterexample search, ``neighbour_search``); a database it
@@ -313,7 +331,7 @@ def _beyond_original(sql: str, neighbours: tuple[Neighbour, ...] | list[Neighbou
     """A match on the original, judged on the neighbours in order, then by the search (verify's docstring)."""
     prediction_s = compare_s = 0.0
     for checked, neighbour in enumerate(neighbours, 1):
-        there = judge(neighbour.path, sql, neighbour.gold, limits, ties=True)
+        there = judge(neighbour.path, sql, neighbour.gold, limits, neighbour=True)
         prediction_s, compare_s = prediction_s + there.prediction_s, compare_s + there.compare_s
         if there.outcome != MATCH:
             return _Beyond(there.outcome, there.score, f"on {neighbour.name}: {there.detail}", neighbour.name,

@@ -12,8 +12,8 @@ For one original database and its golds (``distil``):
    ``PLANS`` (sizes, special values, distinct sort keys). On each, every gold runs as the bundle
    runs a gold. A gold is not judged on a candidate where it fails, or where what it presupposes
    fails (``neighbour_proof.judges``: it has no rows, or a row of NULLs, or a NULL sort key, where
-   the original gives it none). A LIMIT that cuts a tie is no reason: the comparison there also
-   accepts the whole tie;
+   the original gives it none), or where a name it lists by repeats (``repeated_identity``). A
+   LIMIT that cuts a tie is no reason: the comparison there also accepts the whole tie;
 4. greedy choice: repeatedly keep the candidate that separates the most targets not yet separated
    (a target is separated where its rows differ from the gold's), counting also each gold it gives
    a non-empty result where none had one yet; stop when nothing is gained or at ``max_keep``.
@@ -49,7 +49,7 @@ NON_EMPTY_WEIGHT = 3
 PLANS: tuple[dict, ...] = (
     {},
     {"max_rows": 20, "scale": (0.2, 1.0), "special_share": 0.5},
-    {"distinct_sort": True},
+    {"distinct_sort": True, "twins": True},
     {"scale": (0.8, 2.0), "null_share": 0.3},
 )
 
@@ -98,7 +98,7 @@ def _run(database: Path, sql: str, limits: Limits) -> sql_guard.RawResult | None
 
 
 def _same(database: Path, sql: str, gold: gold_results.GoldResult, limits: Limits) -> bool:
-    return judge(str(database), sql, gold, limits, ties=True, max_steps=BUILD_STEPS).outcome == MATCH
+    return judge(str(database), sql, gold, limits, neighbour=True, max_steps=BUILD_STEPS).outcome == MATCH
 
 
 def _sql_literal(value: object) -> str:
@@ -144,13 +144,17 @@ def focus_for(golds: list[str], profile: inv.Profile) -> Focus:
     literals: dict[str, list] = {}
     grouped: set[str] = set()
     ordered: set[str] = set()
+    extremes: set[str] = set()
+    patterns: dict[str, list] = {}
     for gold in golds:
         grouped |= nv.grouped_columns(gold, names, links)
         ordered |= nv.sort_columns(gold, names)
-        for name, found in nv.literals_by_column(gold, names).items():
-            bucket = literals.setdefault(name, [])
-            bucket.extend(v for v in found if v not in bucket)
-    return Focus(literals, frozenset(grouped), frozenset(ordered))
+        extremes |= nv.extreme_columns(gold, names)
+        for into, pattern in ((literals, False), (patterns, True)):
+            for name, found in nv.literals_by_column(gold, names, pattern).items():
+                bucket = into.setdefault(name, [])
+                bucket.extend(v for v in found if v not in bucket)
+    return Focus(literals, patterns, frozenset(grouped), frozenset(ordered), frozenset(extremes))
 
 
 @dataclasses.dataclass
@@ -170,6 +174,11 @@ def evaluate(fuzzer: Fuzzer, path: Path, draw: Draw, originals: dict[str, gold_r
     """Build one candidate at ``path`` and judge every gold and target on it."""
     if fuzzer.build(str(path), draw, vacuum=True):
         return Candidate(path, {}, set(), set(), set(), refused=True)
+    conn = inv.open_read_only(str(path))
+    try:
+        repeated = {g for g in originals if neighbour_proof.repeated_identity(conn, fuzzer.profile, g)}
+    finally:
+        conn.close()
     usable: dict[str, gold_results.GoldResult] = {}
     separated: set[tuple[str, str]] = set()
     unjudged: set[str] = set()
@@ -178,7 +187,7 @@ def evaluate(fuzzer: Fuzzer, path: Path, draw: Draw, originals: dict[str, gold_r
             result = gold_result(gold, str(path), limits)
         except sql_guard.QueryFailed:
             continue
-        if neighbour_proof.judges(original, result):
+        if gold in repeated or neighbour_proof.judges(original, result):
             unjudged.add(gold)
             continue
         usable[gold] = result
