@@ -313,11 +313,11 @@ class Fuzzer:
         out: list[tuple[tuple | None, dict]] = []
         special = self.named[name]
         for i in range(n):
-            if i >= len(order):  # beyond the original's entities: a new one only where a literal names it
-                if special and sample and draw.chance(self.focus.special_share):  # (a second 'Kyle')
-                    j = draw.choice(special)
-                    out.append((draw.choice(sample), {**new, **{k: _MADE_UP for k in names},
-                                                      j: draw.choice(columns[j].special)}))
+            if i >= len(order):  # beyond the original's entities: a new one only where a literal names
+                j = draw.choice(special) if special and sample else None  # one the original lacks ('ferret')
+                value = draw.choice(columns[j].special) if j is not None else None
+                if j is not None and value not in self.holders[name][j] and draw.chance(self.focus.special_share):
+                    out.append((draw.choice(sample), {**new, **{k: _MADE_UP for k in names}, j: value}))
                 continue
             if special and draw.chance(self.focus.redraw * self.focus.special_share):
                 j = draw.choice(special)
