@@ -175,6 +175,11 @@ def remembered(task: Task, sql: str, original: gold_results.GoldResult, limits: 
     return found
 
 
+def forget() -> None:
+    """Forget the searches remembered (a benchmark times the search itself)."""
+    _memo.clear()
+
+
 _lock = threading.Lock()
 _made: list[str] = []
 

@@ -15,8 +15,6 @@ from bundle import gold_results, neighbour_invariants, neighbour_proof, scoring_
 from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import read_original
 from bundle.verify import MATCH, MISMATCH, Neighbour, gold_result, judge, verify
-from conftest import stage_bundle
-from harness.prepare import bundle_data
 from harness.prepare.neighbours import attach, distil, variants
 
 PETS_GOLDS = ["SELECT count(*) FROM Owner", "SELECT name FROM Pet WHERE species = 'dog'",
@@ -200,21 +198,6 @@ def test_a_constant_answer_repeats_the_rows():
 
 
 # --- scoring -----------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def neighbour_bundle(fixture_dbs, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("neighbour_bundle")
-    stage_bundle(root, fixture_dbs)
-    index = json.loads((root / "data" / "index.json").read_text())
-    golds: dict[str, list[str]] = {}
-    for row in index["rows"]:
-        golds.setdefault(row["db_id"], []).append(row["gold"])
-    built = attach.build(golds, {d: root / "data" / "databases" / f"{d}.sqlite" for d in golds},
-                         tmp_path_factory.mktemp("neighbour_work"))
-    attach.attach(root / "data", index, built, distil.Settings(), ["train", "validation"])
-    (root / "data" / "index.json").write_bytes(bundle_data.dumps_canonical(index))
-    return root
-
 
 def _grade(root: Path, output: str, expected: str, semantics: str = "neighbours", db_id: str | None = None):
     limits = scoring_entry.current_limits().replace(semantics=semantics)

@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fuzzed candidates built per database and round before the few kept are chosen (default %(default)s)")
     add("--max-neighbour-candidates", type=_count, metavar="N", default=distil.Settings.max_candidates,
         help="candidates built per database at most: more rounds where the kept ones separate under "
-             f"{distil.Settings.enough:.0%} of the look-alike queries (default %(default)s)")
+             f"{round(distil.Settings.enough * 100)}%% of the look-alike queries (default %(default)s)")
     add("--max-neighbours", type=_count, metavar="N", default=distil.Settings.max_keep,
         help="neighbour databases kept per database at most (default %(default)s)")
 

@@ -41,6 +41,8 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "grader.py",
     "neighbour_fuzz.py",
     "neighbour_invariants.py",
+    "neighbour_links.py",
+    "neighbour_plan.py",
     "neighbour_proof.py",
     "neighbour_search.py",
     "neighbour_source.py",
