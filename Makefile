@@ -24,14 +24,27 @@ ZIP ?= $(OUT)/spider-scoring.zip
 PYTEST_ARGS ?=
 SPIDER_DATA ?=
 
+# The main job on the embedded sample writes here (make demo).
+DEMO ?= out/demo
+
+# make splits its variables at spaces, so a path with one would make stray folders (OUT="my out"
+# makes ./my and ./out), targets that are not the files meant and split arguments: refuse it before
+# anything runs. (The harness itself takes any path: python3 -m harness COMMAND --data "my out".)
+space := $(subst ,, )
+$(foreach v,OUT ZIP DEMO SPIDER_DATABASES SPIDER_DATA COMPLETIONS GRADER_COMPLETIONS,$(if $(word 2,$($(v))),$(error \
+	$(v)="$($(v))": make cannot use a path with a space. Give one without, e.g. $(v)=$(subst $(space),-,$(strip \
+	$($(v)))) (for an input you cannot rename, a link: ln -s "$(strip $($(v)))" NEW-PATH); or run the harness \
+	itself, which takes any path: python3 -m harness COMMAND --help)))
+$(foreach v,OUT ZIP DEMO,$(if $(strip $($(v))),,$(error $(v) is empty: leave it unset for its default)))
+
 PREPARED := $(OUT)/prepare-summary.json
 PREPARED_FROM := $(OUT)/prepared-from
 PIPELINE := $(OUT)/pipeline.json
 BUNDLE_SOURCES := $(wildcard bundle/*.py)
-PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/common/*.py)
+PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py)
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-.PHONY: help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack image verify hooks test-grader service-image proxy-image serve loadtest docs lint
+.PHONY: FORCE help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
@@ -73,7 +86,6 @@ lint: setup ## type check (mypy) and lint (ruff) bundle/, harness/ and tests/
 	$(PY) -m ruff check
 
 # The main job on the embedded sample (fixtures/): no network, no trainer, no Docker.
-DEMO ?= out/demo
 demo: setup ## the main job on the embedded sample, offline: prepare, pack, verify, emulate reward and grader, grade, report
 	$(HARNESS) prepare --sample --output $(DEMO)
 	$(HARNESS) pack --data $(DEMO)
@@ -84,7 +96,7 @@ demo: setup ## the main job on the embedded sample, offline: prepare, pack, veri
 	$(HARNESS) report --data $(DEMO) base tuned --baseline base --markdown $(DEMO)/report.md --html $(DEMO)/report.html
 	@echo "demo done: $(DEMO)/ holds the splits, the bundle zip, per-row results (results/) and report.{md,html}"
 
-bench: setup ## print the scorer's benchmark figures on real Spider dev pairs (SPIDER_DATA=DIR)
+bench: setup ## print the scorer's benchmark figures on real Spider dev pairs, and the neighbours' precision and recall on the labelled set (SPIDER_DATA=DIR)
 	$(HARNESS) bench $(if $(SPIDER_DATA),--spider $(SPIDER_DATA))
 
 bench-ray: setup-ray ## print grading throughput on real Spider dev pairs: local backend, Ray with 1 and 2 workers, Ray's start-up cost (SPIDER_DATA=DIR)
@@ -108,9 +120,15 @@ sample-bundle: setup ## the same from the embedded sample (fixtures/), offline: 
 	$(call set-prepared-from,--sample $(PREPARE_ARGS))
 	@$(MAKE) --no-print-directory $(PREPARED)
 
+# Chosen when the Makefile is read, not in the recipe: a recipe line naming $(MAKE) runs even under
+# `make -n`, so one that may also fail would make a dry run fail.
+ifneq ($(strip $(SPIDER_DATABASES)),)
 $(PREPARED_FROM):
-	@if [ -n "$(SPIDER_DATABASES)" ]; then $(MAKE) --no-print-directory bundle; else \
-		echo "nothing is prepared in $(OUT) yet. $(NO_SPIDER)" >&2; exit 2; fi
+	@$(MAKE) --no-print-directory bundle
+else
+$(PREPARED_FROM):
+	@echo "nothing is prepared in $(OUT) yet. $(NO_SPIDER)" >&2; exit 2
+endif
 
 $(PREPARED): $(PREPARED_FROM) $(BUNDLE_SOURCES) $(PREPARE_SOURCES) | setup
 	$(HARNESS) prepare $$(cat $(PREPARED_FROM)) --output $(OUT)
@@ -122,6 +140,9 @@ $(ZIP): $(PREPARED) harness/prepare/pack.py harness/common/bundle_zip.py | setup
 pack: $(ZIP) ## zip the staged $(OUT)/bundle into $(ZIP) reproducibly, when missing or stale; print its SHA-256
 	@$(PY) -c 'import hashlib, sys; print("zip", sys.argv[1], "sha256", hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' $(ZIP)
 
+audit: $(ZIP) ## audit $(ZIP): per policy the share of rl and eval rows a degenerate answer is paid on, the union, the rows (AUDIT_ARGS)
+	$(HARNESS) audit --data $(OUT) --zip $(ZIP) $(AUDIT_ARGS)
+
 image: setup ## build the trainer container image on BASE_IMAGE (tagged by a hash of its inputs, built once per change)
 	$(HARNESS) image --base-image $(BASE_IMAGE)
 
@@ -132,16 +153,21 @@ hooks: setup ## install the git pre-push hook that runs `make verify`
 	$(HARNESS) hooks
 
 GRADER_COMPLETIONS ?= fixtures/sample/completions-eval.jsonl
+CPUS ?= 0.25
+check-cpu: $(ZIP) image ## the hostile suite, a reward and a grader pass in the container at its usual CPUs and at CPUS (0.25): exit 1 unless every verdict is the same
+	$(HARNESS) emulate verdicts --data $(OUT) --zip $(ZIP) --completions $(GRADER_COMPLETIONS) --cpus $(CPUS) --base-image $(BASE_IMAGE)
+
 test-grader: $(ZIP) image ## the grader job over $(OUT)/data/eval.jsonl in the container with GRADER_COMPLETIONS (the sample's)
 	$(HARNESS) emulate grader --data $(OUT) --zip $(ZIP) --completions $(GRADER_COMPLETIONS) --base-image $(BASE_IMAGE)
 
 # --- pipeline and submission ------------------------------------------------------------------------
-# $(OUT)/pipeline-args holds PIPELINE_ARGS, rewritten (when a goal needs pipeline.json) only when they
-# change: then pipeline.json is stale.
-ifneq ($(filter pipeline submit $(PIPELINE),$(MAKECMDGOALS)),)
-_ := $(shell mkdir -p $(OUT) && printf '%s\n' '$(strip $(PIPELINE_ARGS))' > $(OUT)/pipeline-args.new && \
-	{ cmp -s $(OUT)/pipeline-args.new $(OUT)/pipeline-args && rm $(OUT)/pipeline-args.new || mv $(OUT)/pipeline-args.new $(OUT)/pipeline-args; })
-endif
+# $(OUT)/pipeline-args holds PIPELINE_ARGS, rewritten only when they change: then pipeline.json is
+# stale. A recipe (always run, FORCE), not a $(shell ...) when the Makefile is read: `make -n` writes nothing.
+$(OUT)/pipeline-args: FORCE
+	@mkdir -p $(OUT) && printf '%s\n' '$(strip $(PIPELINE_ARGS))' > $@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
+FORCE:
 
 $(PIPELINE): $(PREPARED) $(OUT)/pipeline-args harness/submit/pipeline.py | setup
 	$(HARNESS) pipeline --data $(OUT) --output $(PIPELINE) $(PIPELINE_ARGS)

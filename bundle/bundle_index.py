@@ -8,6 +8,7 @@ Layout (written by the harness's ``prepare``; README, "Bundle data layout")::
 ``index.json``::
 
     {"format": "spider-scoring-index", "version": 1, "sqlite_version": "3.40.1", "digits": 12,
+     "cost_model": {"version": 2, "max_cell_bytes": 512, ...},
      "databases": {"<db_id>": {"file": "databases/<db_id>.sqlite", "sha256": "...",
                                "bytes": 12345, "schema": ["singer(Singer_ID, Name)", ...]}},
      "rows": [{"id": "train-00000", "split": "train", "db_id": "<db_id>", "gold": "SELECT ..."}],
@@ -16,9 +17,10 @@ Layout (written by the harness's ``prepare``; README, "Bundle data layout")::
 
 ``gold_results`` is optional: without it each gold runs once per process. ``steps`` is the number
 of SQLite VM steps the gold took under ``sqlite_version``; a predicted query's step budget is
-derived from it. A stored result is used only under the same SQLite version and ``digits``, and
-when it has ``steps`` (bundles built before step budgets lack it); otherwise the gold runs once
-per process to learn its rows and steps again.
+derived from it. A stored result is used only under the same SQLite version, ``digits`` and
+``cost_model`` (what a step means: which functions are charged, and how much), and when it has
+``steps`` (bundles built before step budgets lack it); otherwise the gold runs once per process to
+learn its rows and steps again.
 
 Row -> database rule (README, "Which database a row is scored on"):
 
@@ -43,13 +45,14 @@ import threading
 from collections.abc import Mapping
 
 try:
-    from . import gold_results, neighbour_invariants, neighbour_source
+    from . import gold_results, neighbour_invariants, neighbour_source, sql_functions
     from .scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError
     from .scoring_limits import DEFAULT_LIMITS, Limits
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
     import neighbour_invariants  # type: ignore[no-redef]
     import neighbour_source  # type: ignore[no-redef]
+    import sql_functions  # type: ignore[no-redef]
     from scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError  # type: ignore[no-redef]
     from scoring_limits import DEFAULT_LIMITS, Limits  # type: ignore[no-redef]
 
@@ -116,6 +119,7 @@ class BundleData:
         self._neighbour_results = index.get("neighbour_results") or {}
         self._invariants = index.get("invariants") or {}
         self._search_sources: dict[str, tuple] = {}
+        self.cost_model = index.get("cost_model")
         self.stored_results_usable = self.sqlite_version == sqlite3.sqlite_version
         self._checked: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -206,8 +210,10 @@ class BundleData:
         return found
 
     def _stored_usable(self, limits: Limits) -> bool:
-        """Whether results stored at build time hold here: same SQLite version, same number rounding."""
-        return self.stored_results_usable and limits.float_digits == self.digits
+        """Whether results stored at build time hold here: same SQLite version, same number rounding,
+        and the same cost model (what a step count means: ``sql_functions.cost_model``)."""
+        return (self.stored_results_usable and limits.float_digits == self.digits
+                and self.cost_model == sql_functions.cost_model(limits))
 
     # -- rows --------------------------------------------------------------------------------
     def resolve(self, gold: str, db_id: str | None = None, row_id: str | None = None,
@@ -246,6 +252,7 @@ class BundleData:
         return {"root": self.root, "databases": len(self.databases), "rows": len(self.rows_by_id),
                 "neighbour_databases": sum(len(d.get("neighbours") or []) for d in self.databases.values()),
                 "sqlite_version_built": self.sqlite_version, "sqlite_version_runtime": sqlite3.sqlite_version,
+                "cost_model_built": self.cost_model,
                 "stored_gold_results_used": self.stored_results_usable and bool(self._stored_results)}
 
     def _resolved(self, db_id: str, stored_gold: str) -> Resolved:

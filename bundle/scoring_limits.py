@@ -3,22 +3,27 @@
 Each field carries its default, unit and meaning; ``SETTINGS`` and README's limits table are derived
 from it, and nothing else in the bundle repeats a default.
 
-What decides a verdict is deterministic work, never the clock (README, "Limits"):
+What decides a verdict is counted work, never the clock (docs/bundle.md, "Cost model"):
 
-* a predicted query may run ``budget_steps(gold_steps)`` SQLite VM steps, the larger of
-  ``budget_floor_steps`` and ``budget_gold_multiple`` times the steps its gold took (recorded when
-  the bundle is built, with the SQLite version). Past it: ``prediction_over_budget``, score 0.0;
+* a predicted query may do ``budget_steps(gold_steps)`` units of work, the larger of
+  ``budget_floor_steps`` and ``budget_gold_multiple`` times what its gold did (recorded when the
+  bundle is built, with the SQLite version and the cost model). A unit is one SQLite VM step; a
+  function whose work grows with its input is charged ``charge_base_steps`` plus its input's size
+  over ``charge_bytes_per_step`` (``sql_functions``), and no value or record may exceed
+  ``max_cell_bytes``, so that no step hides more than a bounded amount of work. Past the budget:
+  ``prediction_over_budget``, score 0.0;
 * matching columns may visit ``compare_max_cells`` cells; past it: ``prediction_over_cap``;
 * rows, cells, result bytes and text lengths are capped in their own units.
 
 The wall clock only guards: ``wall_guard_s`` per predicted query and comparison, ``gold_wall_guard_s``
-per gold query. Its firing means the machine is far too slow or overloaded, not that the model
-was wrong: the verdict is ``infrastructure_timeout``, unscored. Calibration on the real Spider golds
-(about 21 million VM steps a second on a 2-core machine, December 2026): the median gold takes
-under 1,000 steps, 99% under 150,000, the slowest (bike_1) 15.6 million.
+per gold query, each at least ten times what the costliest query within its budget takes on a
+2-core development machine. Its firing means the machine is far too slow or overloaded, not that
+the model was wrong: the verdict is ``infrastructure_timeout``, unscored. Calibration on the real
+Spider golds (December 2026): the median gold takes under 1,000 steps, 99% under 150,000, the
+slowest (bike_1) 15.6 million.
 
 >>> DEFAULT_LIMITS.budget_steps(0), DEFAULT_LIMITS.budget_steps(15_604_000)
-(50000000, 62416000)
+(20000000, 31208000)
 >>> DEFAULT_LIMITS.replace(max_rows=50).max_rows
 50
 """
@@ -45,18 +50,26 @@ class Limits:
     """The scorer's limits; build variants with ``replace`` (instances are immutable)."""
 
     budget_floor_steps: int = _setting(
-        50_000_000, "VM steps", "least work a predicted query may do before it is over budget")
+        20_000_000, "VM steps", "least work a predicted query may do before it is over budget")
     budget_gold_multiple: int = _setting(
-        4, "x gold", "a predicted query may also do this many times the steps of its gold")
+        2, "x gold", "a predicted query may also do this many times the work of its gold")
+    neighbour_budget_steps: int = _setting(
+        10_000_000, "VM steps", "work a prediction's runs on the neighbour databases may do together, "
+        "beyond its budget on the original (each run also within its own gold's budget there)")
     gold_max_steps: int = _setting(
         500_000_000, "VM steps", "work a gold query may do (at build time, or once per process)")
     wall_guard_s: float = _setting(
-        30.0, "s", "wall-clock guard per predicted query and comparison; firing is unscored")
+        60.0, "s", "wall-clock guard per predicted query and comparison; firing is unscored")
     gold_wall_guard_s: float = _setting(
         120.0, "s", "wall-clock guard per gold query; firing is unscored")
     max_rows: int = _setting(100_000, "rows", "rows fetched before the result counts as over the cap")
     max_cell_bytes: int = _setting(
-        100_000, "bytes", "largest string or blob a query may build (SQLITE_LIMIT_LENGTH)")
+        512, "bytes", "largest string, blob or record a query may read or build (SQLITE_LIMIT_LENGTH), "
+        "and longest LIKE/GLOB pattern: what one VM step can work on")
+    charge_base_steps: int = _setting(
+        100, "VM steps", "charged per call of a function whose work grows with its input (sql_functions.CHARGED)")
+    charge_bytes_per_step: int = _setting(
+        16, "bytes", "a charged function's input bytes (searches: bytes x pattern bytes) per VM step charged")
     max_result_bytes: int = _setting(64_000_000, "bytes", "estimated size of a whole fetched result")
     max_sql_chars: int = _setting(20_000, "chars", "longest query text executed")
     max_completion_chars: int = _setting(200_000, "chars", "longest model output read by the extractor")
@@ -159,7 +172,7 @@ def _parse(setting: Setting, raw: str) -> float | str:
     try:
         value: float = int(text) if setting.type is int else float(text)
     except ValueError:
-        kind = "a whole number (e.g. 50000000)" if setting.type is int else "a number"
+        kind = "a whole number (e.g. 20000000)" if setting.type is int else "a number"
         raise ValueError(f"{env_name(setting.name)}={raw!r} is not {kind} of {setting.unit}; "
                          f"unset it or give a valid value (default {setting.default})") from None
     if not _valid(value, setting.type):
@@ -178,7 +191,7 @@ def limits_from_env(environ: Mapping[str, str] | None = None) -> Limits:
     >>> limits_from_env({"SPIDER_SCORING_MAX_ROWS": "50.7"})
     Traceback (most recent call last):
     ...
-    ValueError: SPIDER_SCORING_MAX_ROWS='50.7' is not a whole number (e.g. 50000000) of rows; unset it or give a valid value (default 100000)
+    ValueError: SPIDER_SCORING_MAX_ROWS='50.7' is not a whole number (e.g. 20000000) of rows; unset it or give a valid value (default 100000)
     """
     environ = os.environ if environ is None else environ
     changes = {s.name: _parse(s, environ[env_name(s.name)]) for s in SETTINGS if env_name(s.name) in environ}

@@ -17,10 +17,14 @@ import os
 import sqlite3
 import threading
 import urllib.parse
+from collections.abc import Callable
+from typing import NamedTuple
 
 try:
+    from . import sql_functions
     from .scoring_limits import Limits
 except ImportError:  # run as a standalone file
+    import sql_functions  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
 
 
@@ -28,35 +32,27 @@ class ConnectionFailed(Exception):
     """The database could not be opened with its guards (missing, unreadable, not a database)."""
 
 
+ALLOWED_FUNCTIONS = sql_functions.CALLABLE
 _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
                               getattr(sqlite3, "SQLITE_RECURSIVE", 33)})
+_SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"})
 
-# Core SQLite functions (scalar, aggregate, window, date, math, JSON). Anything else is refused.
-# printf/format are left out: a huge precision ('%.*c') loops for seconds inside one VM step,
-# where no step count can reach it, whatever the length limit. Spider's golds never use them.
-ALLOWED_FUNCTIONS = frozenset("""
-abs changes char coalesce concat concat_ws glob hex ifnull iif instr last_insert_rowid length
-like likelihood likely lower ltrim max min nullif octet_length quote random randomblob replace
-round rtrim sign soundex sqlite_version substr substring total_changes trim typeof unhex unicode
-unlikely upper zeroblob avg count group_concat string_agg sum total row_number rank dense_rank
-percent_rank cume_dist ntile lag lead first_value last_value nth_value date time datetime julianday
-unixepoch strftime timediff current_date current_time current_timestamp acos acosh asin asinh atan
-atan2 atanh ceil ceiling cos cosh degrees exp floor ln log log10 log2 mod pi pow power radians sin
-sinh sqrt tan tanh trunc json json_array json_array_length json_extract json_insert json_object
-json_patch json_remove json_replace json_set json_type json_valid json_quote json_group_array
-json_group_object json_each json_tree jsonb median
-""".split())
 
-# sqlite3 limit categories (numeric values from sqlite3.h; Python names them only from 3.11).
-_LIMIT_LENGTH, _LIMIT_SQL_LENGTH, _LIMIT_ATTACHED, _LIMIT_LIKE_PATTERN, _LIMIT_WORKER_THREADS = 0, 1, 7, 8, 11
-# A LIKE/GLOB pattern costs up to (text length x pattern length) in one VM step: keep both small.
-LIKE_PATTERN_MAX = 1000
-def _authorize(action: int, arg1: object, arg2: object, _db: object, _trigger: object) -> int:
-    if action not in _ALLOWED_ACTIONS:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() not in ALLOWED_FUNCTIONS:
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
+def _authorizer(tables: frozenset) -> Callable:
+    """Allow SELECT, reads of the database's own tables (never an eponymous virtual table such as
+    json_each or dbstat) and the functions of ``sql_functions``; deny everything else."""
+    read, function = sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION
+
+    def authorize(action: int, arg1: object, arg2: object, db: object, _trigger: object) -> int:
+        if action not in _ALLOWED_ACTIONS:
+            return sqlite3.SQLITE_DENY
+        if action == function and str(arg2).lower() not in ALLOWED_FUNCTIONS:
+            return sqlite3.SQLITE_DENY
+        if action == read and db is not None and str(arg1).lower() not in tables:  # db None: a CTE's own rows
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    return authorize
 
 
 _heap_lock = threading.Lock()
@@ -126,7 +122,14 @@ def database_uri(path: str) -> str:
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
 
 
-def open_guarded(path: str, limits: Limits) -> sqlite3.Connection:
+class Guarded(NamedTuple):
+    """A guarded connection and its link to the meter of the query it runs."""
+
+    conn: sqlite3.Connection
+    charges: sql_functions.Charges
+
+
+def open_guarded(path: str, limits: Limits) -> Guarded:
     """A read-only connection with every guard installed. Raises ConnectionFailed."""
     if not os.path.isfile(path):
         raise ConnectionFailed(f"database file not found: {path}")
@@ -137,24 +140,33 @@ def open_guarded(path: str, limits: Limits) -> sqlite3.Connection:
         conn.execute(f"PRAGMA cache_size=-{int(limits.cache_pages_kib)}")
         conn.execute("PRAGMA mmap_size=0")
         conn.execute("PRAGMA query_only=1")
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the schema now
+        # Reads the schema now, before the length limit (a CREATE statement may be longer than a value).
+        tables = frozenset(str(name).lower() for (name,) in
+                           conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")) | _SCHEMA_TABLES
         _apply_heap_limit(conn, limits.heap_limit_bytes)
     except sqlite3.Error as exc:
         raise ConnectionFailed(f"cannot open {path}: {exc}") from None
-    if hasattr(conn, "setlimit"):  # Python 3.11+
-        conn.setlimit(_LIMIT_ATTACHED, 0)
-        conn.setlimit(_LIMIT_LENGTH, int(limits.max_cell_bytes))
-        conn.setlimit(_LIMIT_WORKER_THREADS, 0)
-        conn.setlimit(_LIMIT_LIKE_PATTERN, LIKE_PATTERN_MAX)
-        conn.setlimit(_LIMIT_SQL_LENGTH, max(int(limits.max_sql_chars) * 4, 1000))
-    conn.set_authorizer(_authorize)
-    return conn
+    length, like_pattern = int(limits.max_cell_bytes), int(limits.max_cell_bytes)
+    try:
+        sql_functions.set_limit(conn, sql_functions.LIMIT_ATTACHED, 0, path)
+        sql_functions.set_limit(conn, sql_functions.LIMIT_LENGTH, length, path)
+        sql_functions.set_limit(conn, sql_functions.LIMIT_WORKER_THREADS, 0, path)
+        sql_functions.set_limit(conn, sql_functions.LIMIT_LIKE_PATTERN, like_pattern, path)
+        sql_functions.set_limit(conn, sql_functions.LIMIT_SQL_LENGTH, max(int(limits.max_sql_chars) * 4, 1000), path)
+    except sql_functions.LimitUnavailable as exc:
+        conn.close()
+        raise ConnectionFailed(f"cannot cap value sizes on this Python ({exc}); the scorer needs CPython 3.9 or "
+                               "newer with its standard sqlite3 and ctypes modules") from None
+    charges = sql_functions.install(conn, int(limits.charge_base_steps), int(limits.charge_bytes_per_step),
+                                    length, like_pattern)
+    conn.set_authorizer(_authorizer(tables))
+    return Guarded(conn, charges)
 
 
 class _ThreadConnections(threading.local):
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.by_path: collections.OrderedDict[tuple, tuple[sqlite3.Connection, int]] = collections.OrderedDict()
+        self.by_path: collections.OrderedDict[tuple, tuple[Guarded, int]] = collections.OrderedDict()
         self.bytes = 0  # page cache the open connections may hold, at most
 
 
@@ -166,9 +178,10 @@ _MAX_CACHED_PER_THREAD = 256
 _MAX_CACHE_BYTES_PER_THREAD = 48 * 1024 * 1024
 
 
-def connection(path: str, limits: Limits) -> sqlite3.Connection:
+def connection(path: str, limits: Limits) -> Guarded:
     """This thread's open connection to ``path`` with ``limits``' guards (opened when needed)."""
-    key = (path, limits.max_cell_bytes, limits.cache_pages_kib, limits.max_sql_chars)
+    key = (path, limits.max_cell_bytes, limits.cache_pages_kib, limits.max_sql_chars, limits.charge_base_steps,
+           limits.charge_bytes_per_step)
     if _local.pid != os.getpid():  # a forked child must not use its parent's connections
         _local.pid, _local.by_path, _local.bytes = os.getpid(), collections.OrderedDict(), 0
     cache = _local.by_path
@@ -176,21 +189,21 @@ def connection(path: str, limits: Limits) -> sqlite3.Connection:
     if found is not None:
         cache.move_to_end(key)
         return found[0]
-    conn = open_guarded(path, limits)
+    guarded = open_guarded(path, limits)
     weight = min(os.path.getsize(path), int(limits.cache_pages_kib) * 1024)
-    cache[key] = (conn, weight)
+    cache[key] = (guarded, weight)
     _local.bytes += weight
     while len(cache) > 1 and (len(cache) > _MAX_CACHED_PER_THREAD or _local.bytes > _MAX_CACHE_BYTES_PER_THREAD):
         old, old_weight = cache.popitem(last=False)[1]
-        old.close()
+        old.conn.close()
         _local.bytes -= old_weight
-    return conn
+    return guarded
 
 
 def forget_connections() -> None:
     """Close this thread's cached connections (tests use it before comparing files)."""
     while _local.by_path:
-        _local.by_path.popitem()[1][0].close()
+        _local.by_path.popitem()[1][0].conn.close()
     _local.bytes = 0
 
 

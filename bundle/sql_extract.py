@@ -1,7 +1,10 @@
 """Cut the SQL query out of a model's reply. Never invents one: no query found is ``None``.
 
-Rules, applied in order (README, "Extraction rules"):
+Rules, applied in order (docs/bundle.md, "Extraction rules"):
 
+0. A reply longer than ``max_completion_chars`` is not read at all: it has no query. Reading only
+   its beginning would let the rest change the reading behind the cut: a second statement after a
+   long comment, the end of a ``<think>`` block, a fence.
 1. Chat-template tokens such as ``<|im_end|>`` are removed.
 2. Reasoning is dropped: every ``<think>...</think>`` block; text before a lone ``</think>``;
    everything after an unclosed ``<think>``.
@@ -30,7 +33,9 @@ True
 >>> extract_sql("-- SELECT count(*) FROM singer") is None
 True
 >>> extract("SELECT count(*) FROM singer; DROP TABLE singer")
-Extracted(sql='SELECT count(*) FROM singer', second='DROP TABLE singer')
+Extracted(sql='SELECT count(*) FROM singer', second='DROP TABLE singer', too_long=False)
+>>> extract("SELECT 1; /*" + "x" * 200_000 + "*/ DROP TABLE singer")
+Extracted(sql=None, second=None, too_long=True)
 """
 
 from __future__ import annotations
@@ -89,10 +94,12 @@ _FILLER = re.compile(r"(?:\s+|;|--[^\n]*(?:\n|\Z)|/\*.*?(?:\*/|\Z))*", re.DOTALL
 
 @dataclasses.dataclass(frozen=True)
 class Extracted:
-    """The query found in a reply, and the start of a possible second statement after it."""
+    """The query found in a reply, and the start of a possible second statement after it;
+    ``too_long``: the reply was over the cap, so not read (rule 0)."""
 
     sql: str | None
     second: str | None = None
+    too_long: bool = False
 
 
 def _at_line_start(text: str, pos: int) -> bool:
@@ -180,11 +187,13 @@ def _cut(text: str) -> Extracted | None:
 def extract(completion: object, max_chars: int = DEFAULT_LIMITS.max_completion_chars) -> Extracted:
     """The query in ``completion`` (rules above) and a possible second statement after it.
 
-    Reads at most ``max_chars`` characters; anything that is not a string has no query.
+    A reply over ``max_chars`` characters is not read (rule 0); anything that is not a string has no query.
     """
     if not isinstance(completion, str):
         return Extracted(None)
-    text = strip_reasoning(completion[:max_chars])
+    if len(completion) > max_chars:
+        return Extracted(None, too_long=True)
+    text = strip_reasoning(completion)
     if "```" in text:
         comments = Comments(text) if "/*" in text else None
         for fence in _FENCE.finditer(text):

@@ -24,11 +24,13 @@ import time
 from typing import NamedTuple
 
 try:
+    from . import sql_functions
     from .scoring_limits import Limits
-    from .sql_connection import ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, connection, database_uri, forget_connections, open_guarded
+    from .sql_connection import ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded
 except ImportError:  # run as a standalone file
+    import sql_functions  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
-    from sql_connection import ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, connection, database_uri, forget_connections, open_guarded  # type: ignore[no-redef]
+    from sql_connection import ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded  # type: ignore[no-redef]
 
 __all__ = ["ALLOWED_FUNCTIONS", "QueryFailed", "RawResult", "database_uri", "forget_connections", "is_statement",
            "open_guarded", "run_query"]
@@ -53,7 +55,7 @@ class RawResult(NamedTuple):
 
     columns: tuple[str, ...]
     rows: list[tuple]
-    steps: int  # VM steps counted, in units of limits.progress_steps
+    steps: int  # VM steps counted (units of limits.progress_steps) plus the charges of charged functions
     seconds: float
 
 
@@ -66,7 +68,7 @@ _RESULT_CODE_KIND = {
     14: INFRASTRUCTURE, 26: INFRASTRUCTURE,  # PERM IOERR CORRUPT FULL CANTOPEN NOTADB
 }
 _MESSAGE_KIND = (
-    ("not authorized", FORBIDDEN), ("too big", OVER_CAP),
+    ("not authorized", FORBIDDEN), ("vtable constructor failed", FORBIDDEN), ("too big", OVER_CAP),
     ("out of memory", OVER_CAP), ("one statement at a time", FORBIDDEN), ("readonly", FORBIDDEN),
     ("not a database", INFRASTRUCTURE), ("malformed", INFRASTRUCTURE), ("disk i/o", INFRASTRUCTURE),
     ("unable to open", INFRASTRUCTURE),
@@ -124,40 +126,66 @@ def _fetch(cursor: sqlite3.Cursor, limits: Limits) -> list[tuple]:
 
 
 class _Meter:
-    """The progress handler: one call per ``progress_steps`` VM steps, counted against a budget.
+    """The work a query has done, counted in VM steps against its budget.
 
-    The wall clock is read every 8th call only (every 8,000 steps by default): it only guards.
+    The progress handler adds ``unit`` steps per call (one call per ``unit`` VM steps); a charged
+    function adds its charge (``sql_functions``) before it runs. Past ``max_steps`` the query is
+    stopped. The wall clock is read on every 8th handler call and on every charge: it only guards.
     """
 
-    __slots__ = ("count", "handler")
+    __slots__ = ("state", "handler", "charge", "exc")
 
-    def __init__(self, max_calls: int, deadline: float) -> None:
-        count: list = [0, None]  # calls so far, and why the query was stopped
-        self.count = count
+    def __init__(self, max_steps: int, unit: int, deadline: float) -> None:
+        state: list = [0, 0, None, ""]  # steps counted, handler calls, why stopped, detail
+        self.state = state
+        self.exc: BaseException | None = None
         clock = time.monotonic
 
         def handler() -> int:
-            calls = count[0] = count[0] + 1
-            if calls > max_calls:
-                count[1] = OVER_BUDGET
+            steps = state[0] = state[0] + unit
+            calls = state[1] = state[1] + 1
+            if steps > max_steps:
+                state[2] = OVER_BUDGET
                 return 1
             if not calls & 7 and clock() >= deadline:
-                count[1] = WALL_GUARD
+                state[2] = WALL_GUARD
                 return 1
             return 0
 
+        def charge(steps: int) -> None:
+            total = state[0] = state[0] + steps
+            if total > max_steps:
+                state[2] = OVER_BUDGET
+                raise sql_functions.Refused("over budget")
+            if clock() >= deadline:
+                state[2] = WALL_GUARD
+                raise sql_functions.Refused("wall guard")
+
         self.handler = handler
+        self.charge = charge
+
+    def refuse(self, kind: str, detail: str) -> None:
+        self.state[2], self.state[3] = kind, detail
+        raise sql_functions.Refused(detail)
+
+    def fail(self, exc: BaseException) -> None:
+        self.exc = exc
+        self.state[2] = classify(exc)
+        self.state[3] = f"{type(exc).__name__}: {exc}"
+        raise sql_functions.Refused(str(exc))
 
     @property
-    def calls(self) -> int:
-        return self.count[0]  # type: ignore[return-value]
+    def steps(self) -> int:
+        return self.state[0]  # type: ignore[no-any-return]
 
     @property
     def stopped(self) -> str | None:
-        return self.count[1]  # type: ignore[return-value]
+        return self.state[2]  # type: ignore[no-any-return]
 
 
-def _execute_once(conn: sqlite3.Connection, sql: str, meter: _Meter, limits: Limits) -> tuple:
+def _execute_once(guarded: Guarded, sql: str, meter: _Meter, limits: Limits) -> tuple:
+    conn = guarded.conn
+    guarded.charges.meter = meter
     conn.set_progress_handler(meter.handler, int(limits.progress_steps))
     try:
         cursor = conn.execute(sql)
@@ -169,17 +197,19 @@ def _execute_once(conn: sqlite3.Connection, sql: str, meter: _Meter, limits: Lim
         return columns, rows
     finally:
         conn.set_progress_handler(None, 0)
+        guarded.charges.meter = sql_functions.UNMETERED
 
 
-def _failure(exc: BaseException, meter: _Meter, unit: int, budget_steps: int, wall_s: float) -> QueryFailed:
-    steps = meter.calls * unit
-    code = getattr(exc, "sqlite_errorcode", None)
-    interrupted = (isinstance(code, int) and code & 0xFF == _INTERRUPT) or "interrupted" in str(exc).lower()
-    if interrupted and meter.stopped == OVER_BUDGET:
+def _failure(exc: BaseException, meter: _Meter, budget_steps: int, wall_s: float) -> QueryFailed:
+    steps = meter.steps
+    stopped = meter.stopped
+    if stopped == OVER_BUDGET:
         return QueryFailed(OVER_BUDGET, f"over its budget of {budget_steps:,} SQLite VM steps", steps)
-    if interrupted and meter.stopped == WALL_GUARD:
+    if stopped == WALL_GUARD:
         return QueryFailed(WALL_GUARD, f"still within its step budget when the {wall_s:g} s wall-clock "
                                        "guard fired: the machine is far too slow or overloaded", steps)
+    if stopped is not None:  # a charged function refused the call or SQLite's own function failed
+        return QueryFailed(stopped, meter.state[3][:300], steps)
     kind = classify(exc)
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return QueryFailed(kind, detail[:300], steps)
@@ -206,37 +236,37 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
     if len(sql) > limits.max_sql_chars:
         raise QueryFailed(OVER_CAP, f"query longer than {limits.max_sql_chars} characters")
     unit = int(limits.progress_steps)
-    limit = budget_steps // unit
     if not fresh:
-        raw = _run(path, sql, limits, limit + 1, budget_steps, wall_s)
-        if raw.steps // unit <= limit:
+        raw = _run(path, sql, limits, budget_steps + unit, budget_steps, wall_s)
+        if raw.steps <= budget_steps:
             return raw
     # A leading comment makes a text the statement cache has never seen: prepared anew, same program.
-    return _run(path, f"/* {next(_fresh)} */ {sql}", limits, limit, budget_steps, wall_s)
+    return _run(path, f"/* {next(_fresh)} */ {sql}", limits, budget_steps, budget_steps, wall_s)
 
 
-def _run(path: str, sql: str, limits: Limits, max_calls: int, budget_steps: int, wall_s: float) -> RawResult:
+def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int, wall_s: float) -> RawResult:
     started = time.monotonic()
     unit = int(limits.progress_steps)
     try:
-        conn = connection(path, limits)
+        guarded = connection(path, limits)
     except ConnectionFailed as exc:
         raise QueryFailed(INFRASTRUCTURE, str(exc)) from None
+    conn = guarded.conn
     alone = False
     while True:
-        meter = _Meter(max_calls, started + wall_s)
+        meter = _Meter(max_steps, unit, started + wall_s)
         turns, entered_alone = TURNS, alone
         turns.enter_alone() if entered_alone else turns.enter()
         try:
-            columns, rows = _execute_once(conn, sql, meter, limits)
-            return RawResult(columns, rows, meter.calls * unit, time.monotonic() - started)
+            columns, rows = _execute_once(guarded, sql, meter, limits)
+            return RawResult(columns, rows, meter.steps, time.monotonic() - started)
         except QueryFailed:
             raise
         except (sqlite3.Error, sqlite3.Warning, MemoryError, ValueError, OverflowError) as exc:
             if "decode" in str(exc).lower() and conn.text_factory is str:
                 conn.text_factory = _lenient_text  # text that is not UTF-8: read it byte-exact
                 continue
-            failed = _failure(exc, meter, unit, budget_steps, wall_s)
+            failed = _failure(exc, meter, budget_steps, wall_s)
             if failed.kind == OVER_CAP and not alone and _out_of_memory(exc):
                 alone = True  # the heap is shared: run it again with no other query beside it
                 continue
@@ -265,7 +295,7 @@ def is_statement(path: str, text: str, limits: Limits) -> bool:
     if not body or len(body) > limits.max_sql_chars:
         return bool(body)
     try:
-        conn = connection(path, limits)
+        conn = connection(path, limits).conn
     except ConnectionFailed as exc:
         raise QueryFailed(INFRASTRUCTURE, str(exc)) from None
     explained = body if body[:7].upper() == "EXPLAIN" else "EXPLAIN " + body

@@ -287,13 +287,17 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     shape = known_gold.shape
     base = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached, gold_s=gold_s,
                 gold_steps=known_gold.steps, budget_steps=limits.budget_steps(known_gold.steps))
+    no_query = "no SQL query found in the completion"
     if is_sql:
         sql, second = (completion.strip() if isinstance(completion, str) else None), None
     else:
         found = sql_extract.extract(completion, limits.max_completion_chars)
         sql, second = found.sql, found.second
+        if found.too_long:
+            no_query = (f"the completion is longer than max_completion_chars ({limits.max_completion_chars:,} "
+                        "characters): it is not read")
     if not sql:
-        return _finish(started, NO_QUERY, 0.0, "no SQL query found in the completion", None, original_score=0.0, **base)
+        return _finish(started, NO_QUERY, 0.0, no_query, None, original_score=0.0, **base)
     try:
         if second is not None and sql_guard.is_statement(database, second, limits):
             return _finish(started, FORBIDDEN, 0.0, "several statements: another one follows the query",
@@ -330,8 +334,10 @@ def _beyond_original(sql: str, neighbours: tuple[Neighbour, ...] | list[Neighbou
                      limits: Limits) -> _Beyond:
     """A match on the original, judged on the neighbours in order, then by the search (verify's docstring)."""
     prediction_s = compare_s = 0.0
+    shared = limits.neighbour_budget_steps  # all neighbour runs of one prediction, together
     for checked, neighbour in enumerate(neighbours, 1):
-        there = judge(neighbour.path, sql, neighbour.gold, limits, neighbour=True)
+        there = judge(neighbour.path, sql, neighbour.gold, limits, neighbour=True, max_steps=max(shared, 0))
+        shared -= there.steps or 0
         prediction_s, compare_s = prediction_s + there.prediction_s, compare_s + there.compare_s
         if there.outcome != MATCH:
             return _Beyond(there.outcome, there.score, f"on {neighbour.name}: {there.detail}", neighbour.name,

@@ -11,13 +11,16 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
-from harness.common.errors import BROKEN_PIPE, INTERRUPTED, HarnessError
+from harness.common.errors import BROKEN_PIPE, INTERRUPTED, UNEXPECTED, HarnessError
 
 # command name -> (module, one-line help). Keep sorted by the order a user meets them.
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("harness.commands.prepare", "Spider rows (datasets-server API, cached) to train/rl/eval JSONL and the staged bundle data"),
     "pack": ("harness.commands.pack", "zip the staged bundle reproducibly from an explicit file list; print SHA-256 and sizes"),
+    "audit": ("harness.commands.audit", "which rows a degenerate answer (empty, constant, one edit of the gold) is paid on, "
+              "by the bundle as the trainer calls it"),
     "verify": ("harness.commands.verify", "pre-push verification of a bundle zip by the emulated trainer in a locked-down container"),
     "emulate": ("harness.commands.emulate", "run the emulated trainer's reward (GRPO steps) or grader job on a bundle zip"),
     "image": ("harness.commands.images", "build (once per input change) the trainer container image"),
@@ -65,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return BROKEN_PIPE
+    except Exception as exc:  # a bug: show where, but never exit 1, which means "checks failed"
+        traceback.print_exc()
+        print(f"error: unexpected {type(exc).__name__} in `{args.command}`: an error no check "
+              f"expected, so a bug of the harness: please report it with the traceback above", file=sys.stderr)
+        return UNEXPECTED
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,27 @@ def docker_engine() -> None:
     except docker.errors.ImageNotFound:
         _unavailable(f"base image {DEFAULT_BASE_IMAGE} is not present: `make docker-base` builds the offline "
                      "spider-scoring-base:bookworm (pass BASE_IMAGE=spider-scoring-base:bookworm), or docker pull it")
+
+
+# -- a read-only output folder, as a user meets it --------------------------------------------------
+
+def run_with_read_only(folder: Path, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run ``argv`` with ``folder`` read-only. A normal user: the folder's mode, 0555. Root, whom mode
+    bits stop from nothing: a read-only tmpfs mounted over it in a private mount namespace
+    (``unshare --mount``); skipped, saying why, where that is not allowed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    kwargs = {"capture_output": True, "text": True, "cwd": ROOT, "timeout": 300, **kwargs}
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return subprocess.run(argv, **kwargs)
+        finally:
+            folder.chmod(0o755)
+    if not shutil.which("unshare") or subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode:
+        pytest.skip("running as root, whom a folder's mode does not stop, and no private mount namespace "
+                    "(unshare --mount) to mount the folder read-only")
+    mount = 'mount -t tmpfs -o ro tmpfs "$0" && exec "$@"'
+    return subprocess.run(["unshare", "--mount", "sh", "-c", mount, str(folder), *argv], **kwargs)
 
 
 # -- prepared outputs (harness prepare), shared by every test module that needs them --------------

@@ -96,7 +96,7 @@ def main(root: str, scratch: str, out: str) -> None:
         watcher.join()
         results.append({
             "id": case.id, "outcome": outcome, "score": score, "seconds": seconds, "cpu_seconds": cpu_seconds,
-            "allowed_outcomes": list(case.outcomes), "max_cpu_seconds": case.max_cpu_seconds,
+            "allowed_outcomes": list(case.outcomes), "guard_cpu_seconds": hostile.GUARD_CPU_SECONDS,
             "new_files": sorted(set(listing(watched)) - set(before_files)),
             "changed_databases": sorted(k for k, v in digests(databases).items() if before_digests[k] != v),
             "opened_files": sorted(watcher.seen),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import _unavailable
+
 pytestmark = pytest.mark.docker
 
 IMAGE = "spider-scoring-base:bullseye"
@@ -23,24 +25,32 @@ out = {
     "forbidden": grader.grade(output="DROP TABLE Owner", expected="SELECT count(*) FROM Owner")["outcome"],
     "batch": reward.trl_reward(["SELECT count(*) FROM Owner"], ground_truth=["SELECT count(*) FROM Owner"]),
     "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
-                            for m in ("verify", "sql_extract", "sql_compare", "sql_text", "scoring_limits")),
+                            for m in ("verify", "sql_extract", "sql_compare", "sql_text", "scoring_limits",
+                                      "sql_functions")),
 }
+verify = importlib.import_module("bundle_under_test.verify")
+db = "/pkgs/bundle_under_test/data/databases/pets_club.sqlite"
+for name, sql, gold in [
+        ("value_cap", "SELECT length(hex(zeroblob(1000)))", "SELECT 2000"),  # capped by SQLite's C API (ctypes)
+        ("charged", "SELECT upper('dev') || instr('abc', 'c')", "SELECT 'DEV3'"),
+        ("random", "SELECT abs(random()) % 2", "SELECT 1"),
+        ("clock", "SELECT date('now')", "SELECT 1"),
+        ("runaway", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n "
+                    "WHERE upper(i) = ''", "SELECT 1")]:
+    out[name] = verify.verify(sql, gold, db, is_sql=True, limits=verify.DEFAULT_LIMITS.replace(budget_floor_steps=2000000)).outcome
+
 print(json.dumps(out))
 """
 
 
 @pytest.fixture(scope="module")
-def docker_client():
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine means: skip, with the reason
-        pytest.skip(f"docker engine not reachable: {exc}")
+def docker_client(docker_engine):
+    import docker
+    client = docker.from_env()
     try:
         client.images.get(IMAGE)
     except docker.errors.ImageNotFound:
-        pytest.skip(f"image {IMAGE} missing: build it with `make docker-base` (debootstrap, offline)")
+        _unavailable(f"image {IMAGE} missing: build it with `make docker-base` (debootstrap, offline)")
     return client
 
 
@@ -62,6 +72,8 @@ def test_bundle_runs_on_python_39(docker_client, sample_bundle, tmp_path):
     assert result["forbidden"] == "forbidden"
     assert result["batch"] == [1.0]
     assert result["doctest_failures"] == 0
+    assert (result["value_cap"], result["charged"], result["random"], result["clock"], result["runaway"]) == (
+        "prediction_over_cap", "match", "forbidden", "forbidden", "prediction_over_budget")
 
 
 NEIGHBOUR_SCRIPT = r"""

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +95,44 @@ def test_no_default_points_into_this_development_setup():
     assert re.search(r"^BASE_IMAGE \?= python:3\.11-slim$", MAKEFILE, flags=re.M)
     done = make("bundle", "OUT=/nonexistent/out", "SPIDER_DATABASES=")
     assert done.returncode != 0 and "SPIDER_DATABASES=" in done.stderr and "yale-lily.github.io/spider" in done.stderr
+
+
+# -- what a newcomer met on a fresh clone ---------------------------------------------------------------
+def scratch_make(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """`make` on this Makefile in ``folder``, as in a fresh clone there with `make setup` done (the
+    sources and .venv are this checkout's, its pyproject older than the venv): whatever a target
+    creates lands in ``folder``."""
+    shutil.copyfile(ROOT / "Makefile", folder / "Makefile")
+    (folder / "pyproject.toml").write_text("")
+    os.utime(folder / "pyproject.toml", (0, 0))
+    for name in SCRATCH_LINKS:
+        (folder / name).symlink_to(ROOT / name)
+    return subprocess.run(["make", "--no-print-directory", *args], capture_output=True, text=True, cwd=folder, timeout=120)
+
+
+SCRATCH_LINKS = (".venv", "bundle", "harness", "fixtures", "docker")
+
+
+def made(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name not in ("Makefile", "pyproject.toml", *SCRATCH_LINKS))
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("OUT", "my out"), ("ZIP", "my out/b.zip"), ("SPIDER_DATABASES", "My Data/spider/database"), ("OUT", ""),
+], ids=["OUT with a space", "ZIP with a space", "SPIDER_DATABASES with a space", "OUT empty"])
+def test_a_path_make_cannot_use_is_refused_before_anything_runs(tmp_path, variable, value):
+    done = scratch_make(tmp_path, "sample-bundle", f"{variable}={value}")
+    assert done.returncode == 2
+    assert (f'{variable}="{value}": make cannot use a path with a space' if value else f"{variable} is empty") in done.stderr
+    assert made(tmp_path) == []  # before: ./my and ./out (in the project root), and a recipe that failed
+
+
+@pytest.mark.parametrize("goal", ["pack", "pipeline", "grade STAGE=sft", "verify"])
+def test_a_dry_run_on_a_new_folder_runs_nothing_and_shows_the_steps(tmp_path, goal):
+    done = scratch_make(tmp_path, "-n", *goal.split(), "OUT=new")
+    assert done.returncode == 0, done.stderr  # before: the "nothing is prepared" recipe ran, exit 2
+    assert "nothing is prepared in new yet" in done.stdout  # printed as the step it would run
+    assert made(tmp_path) == []  # before, `make -n pipeline` wrote new/pipeline-args
 
 
 # -- docs/: the reference --------------------------------------------------------------------------

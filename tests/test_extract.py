@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundle import sql_text
-from bundle.sql_extract import extract_sql
+from bundle import sql_text, verify
+from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.sql_extract import Extracted, extract, extract_sql
+from conftest import ROOT
 
 CASES = [
     # (id, completion, expected query or None)
@@ -64,6 +67,45 @@ def test_non_text_yields_none(value):
 def test_reads_at_most_max_chars():
     assert extract_sql("x" * 50 + " SELECT 1", max_chars=40) is None
     assert extract_sql("x" * 50 + " SELECT 1", max_chars=100) == "SELECT 1"
+
+
+# Rule 0: a reply over the cap is not read at all, so nothing after the cut can change its reading.
+CAP = DEFAULT_LIMITS.max_completion_chars
+QUERY = "SELECT count(*) FROM singer"
+OVER_THE_CAP = [
+    ("a second statement after a short comment is seen",
+     QUERY + "; /* note */ DROP TABLE singer", Extracted(QUERY, "DROP TABLE singer")),
+    ("a second statement after 200,000 characters of comment: the reply is not read",
+     QUERY + "; /*" + "x" * CAP + "*/ DROP TABLE singer", Extracted(None, too_long=True)),
+    ("reasoning closed after the cut: the reply is not read",
+     "DROP TABLE singer <think>" + "x" * CAP + "</think>" + QUERY, Extracted(None, too_long=True)),
+    ("a reply of exactly the cap is read", QUERY + ";" + " " * (CAP - len(QUERY) - 1), Extracted(QUERY)),
+    ("one character over the cap is not read", QUERY + ";" + " " * (CAP - len(QUERY)), Extracted(None, too_long=True)),
+]
+
+
+@pytest.mark.parametrize("completion, expected", [c[1:] for c in OVER_THE_CAP], ids=[c[0] for c in OVER_THE_CAP])
+def test_a_reply_over_the_cap_is_not_read_at_all(completion, expected):
+    assert extract(completion) == expected
+
+
+def test_a_statement_behind_a_long_comment_is_never_paid(fixture_dbs):
+    # Before rule 0 the reader stopped at the cap, inside the comment, missed the DROP and paid 1.0.
+    database, gold = str(fixture_dbs["school_sports"]), "SELECT count(*) FROM Team"
+    short = verify.verify(gold + "; /*" + "x" * 1000 + "*/ DROP TABLE Team", gold, database)
+    hidden = verify.verify(gold + "; /*" + "x" * CAP + "*/ DROP TABLE Team", gold, database)
+    assert (short.outcome, short.score) == ("forbidden", 0.0)
+    assert (hidden.outcome, hidden.score) == ("no_query", 0.0)
+    assert "max_completion_chars" in hidden.detail
+
+
+def test_the_hostile_huge_completion_stays_no_query(fixture_dbs):
+    cases = json.loads((ROOT / "fixtures" / "hostile" / "cases.json").read_text(encoding="utf-8"))["cases"]
+    case = next(c for c in cases if c["id"] == "huge-completion")
+    text = case["completion_repeat"]["unit"] * case["completion_repeat"]["times"]
+    assert len(text) > CAP and case["outcomes"] == ["no_query"]
+    found = verify.verify(text, "SELECT count(*) FROM Team", str(fixture_dbs["school_sports"]))
+    assert (found.outcome, found.score) == ("no_query", 0.0)
 
 
 def _cpu_seconds(text: str) -> float:

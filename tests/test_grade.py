@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from conftest import run_with_read_only
 from harness.cli import main
-from harness.common.errors import InputError, PackError
+from harness.common.errors import InputError, OutputError, PackError
 from harness.common.results import read_results
 from harness.report.compare import build_report, load_stages
 
@@ -211,3 +213,76 @@ def test_real_eval_split_gold_completions_all_match_and_report(prepared_spider, 
     assert (comp.paired.gained, comp.paired.lost, comp.paired.both_right) == (0, 150, 150)
     assert [s.accuracy.correct for s in result.stages] == [300, 150]
     assert {name for name, _ in result.by_level.groups} == {"easy", "medium", "hard", "extra"}
+
+
+# -- what a newcomer met on a fresh clone: typed errors with the table's exit codes, no traceback ---
+
+def test_completions_that_are_not_utf8_name_the_line_and_what_to_do(data, capsys):
+    rows = golds(data / "data" / "eval.jsonl")
+    path = data / "completions" / "latin1.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(json.dumps(g).encode() + b"\n" for g in rows[:2]) + '"café"\n'.encode("latin-1"))
+    assert grade(data, "latin1") == InputError.exit_code
+    err = capsys.readouterr().err
+    assert f"{path}:3: the completions file is not UTF-8 text (byte 0xe9" in err and "save it as UTF-8" in err
+    assert "Traceback" not in err and not (data / "results" / "latin1.jsonl").exists()
+
+
+def _damage_zip(source: Path, target: Path, how: str) -> str:
+    """A copy of ``source`` damaged after packing; the name of the entry damaged."""
+    data = bytearray(source.read_bytes())
+    with zipfile.ZipFile(source) as archive:
+        info = archive.getinfo("reward.py" if how == "bad CRC" else "data/index.json")
+    if how == "bad CRC":  # the stored CRC-32, in the local header and the central directory alike
+        crc = info.CRC.to_bytes(4, "little")
+        data[:] = data.replace(crc, bytes(b ^ 0xFF for b in crc))
+    else:  # a byte of the compressed stream flipped
+        start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+        data[start + info.compress_size // 2] ^= 0x55
+    target.write_bytes(bytes(data))
+    return info.filename
+
+
+@pytest.mark.parametrize("how", ["bad CRC", "a flipped byte in a deflate stream"])
+def test_a_zip_damaged_after_packing_is_refused_before_any_work(data, tmp_path, capsys, how):
+    write_lines(data / "completions" / "sft.jsonl", [json.dumps(g) for g in golds(data / "data" / "eval.jsonl")])
+    entry = _damage_zip(data / "spider-scoring.zip", tmp_path / "damaged.zip", how)
+    assert grade(data, "sft", "--zip", str(tmp_path / "damaged.zip")) == PackError.exit_code
+    err = capsys.readouterr().err
+    assert f"entry {entry!r} is damaged" in err and "make pack" in err and "Traceback" not in err
+    assert not (data / "results" / "sft.jsonl").exists()
+
+
+def test_a_read_only_results_folder_fails_before_any_work(data, tmp_path):
+    # The completions are broken too (line 2 is not JSON): the output is checked before they are even
+    # read, so before any row is graded. Before, grading ran to the end, then a traceback, exit 1.
+    rows = golds(data / "data" / "eval.jsonl")
+    write_lines(data / "completions" / "sft.jsonl", [json.dumps(rows[0]), "{not json", *map(json.dumps, rows[2:])])
+    done = run_with_read_only(data / "results", [sys.executable, "-m", "harness", "grade", "--data", str(data),
+                                                 "--stage", "sft"])
+    assert done.returncode == OutputError.exit_code, done.stderr
+    assert f"cannot write the sft results (sft.jsonl) into {data / 'results'}" in done.stderr
+    assert ("Read-only file system (EROFS)" in done.stderr or "Permission denied (EACCES)" in done.stderr)
+    assert "Traceback" not in done.stderr
+
+
+def test_an_output_path_through_a_file_fails_before_any_work(data, tmp_path, capsys):
+    write_lines(data / "completions" / "sft.jsonl", [json.dumps(g) for g in golds(data / "data" / "eval.jsonl")])
+    (tmp_path / "taken").write_text("a file")
+    assert grade(data, "sft", "--output", str(tmp_path / "taken" / "sft.jsonl")) == OutputError.exit_code
+    assert f"{tmp_path / 'taken'} is a file, not a folder" in capsys.readouterr().err
+
+
+def test_completions_given_as_a_folder_say_so_and_name_the_files_in_it(data, capsys):
+    folder = data / "answers"
+    write_lines(folder / "sft.jsonl", [json.dumps(g) for g in golds(data / "data" / "eval.jsonl")])
+    assert grade(data, "sft", "--completions", str(folder)) == InputError.exit_code
+    err = capsys.readouterr().err
+    assert f"the sft completions {folder} is a folder, not a file: give the file itself, e.g. {folder / 'sft.jsonl'}" in err
+    assert "prepare it first" not in err
+
+
+def test_completions_given_that_do_not_exist_say_to_check_the_path(data, capsys):
+    assert grade(data, "sft", "--completions", str(data / "nope.jsonl")) == InputError.exit_code
+    err = capsys.readouterr().err
+    assert "does not exist: check the path given to --completions" in err and "prepare it first" not in err

@@ -29,7 +29,7 @@ def test_parameter_defaults_come_from_the_table(function, parameter, setting):
 
 
 @pytest.mark.parametrize("gold_steps, budget", [
-    (0, 50_000_000), (12_500_000, 50_000_000), (12_500_001, 50_000_004), (15_604_000, 62_416_000),
+    (0, 20_000_000), (10_000_000, 20_000_000), (10_000_001, 20_000_002), (15_604_000, 31_208_000),
 ])
 def test_the_budget_is_the_larger_of_the_floor_and_a_multiple_of_the_gold(gold_steps, budget):
     assert DEFAULT_LIMITS.budget_steps(gold_steps) == budget

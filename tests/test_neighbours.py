@@ -14,6 +14,7 @@ import pytest
 from bundle import gold_results, neighbour_invariants, neighbour_proof, scoring_entry, sql_compare
 from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import read_original
+from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.verify import MATCH, MISMATCH, Neighbour, gold_result, judge, verify
 from harness.prepare.neighbours import attach, distil, variants
 
@@ -254,3 +255,18 @@ def test_verify_stops_at_the_first_neighbour_that_differs(pets, pets_distilled):
     verdict = verify(f"SELECT {count}", gold, str(pets), is_sql=True, neighbours=nbs)
     assert verdict.outcome == "mismatch" and verdict.neighbours_checked == first + 1
     assert verdict.decided_on == nbs[first].name
+
+
+def test_a_runaway_on_the_neighbours_is_stopped_by_the_budget_they_share(pets, pets_distilled):
+    # Right on the original, a runaway wherever the count differs: every neighbour run together may
+    # do neighbour_budget_steps, so the whole call stays bounded however many neighbours there are.
+    gold = "SELECT count(*) FROM Owner"
+    nbs = [Neighbour(f"n{i}", str(p), r) for i, (p, r) in enumerate(zip(pets_distilled.files,
+                                                                         pets_distilled.results[gold])) if r]
+    count = _rows(pets, gold)[0][0]
+    runaway = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r")
+    sql = f"SELECT CASE WHEN (SELECT count(*) FROM Owner) = {count} THEN {count} ELSE ({runaway}) END"
+    limits = DEFAULT_LIMITS.replace(neighbour_budget_steps=300_000)
+    verdict = verify(sql, gold, str(pets), is_sql=True, neighbours=nbs, limits=limits)
+    assert (verdict.outcome, verdict.score, verdict.original_score) == ("prediction_over_budget", 0.0, 1.0)
+    assert "budget of 300,000" in verdict.detail and verdict.decided_on.startswith("n")

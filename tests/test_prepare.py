@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,9 @@ import pytest
 from api_server import ApiServer, Fault
 from bundle import verify as bundle_verify
 from bundle.bundle_index import normalize_gold
-from conftest import BUNDLE_SRC, FIXTURES, ROOT, run_prepare
+from conftest import BUNDLE_SRC, FIXTURES, ROOT, run_prepare, run_with_read_only
 from harness.cli import main
-from harness.common.errors import FetchError
+from harness.common.errors import FetchError, OutputError, PackError
 from harness.prepare import job, splits
 from harness.prepare.api_cache import PageCache
 from harness.prepare.bundle_data import build_sqlite
@@ -198,7 +199,7 @@ def test_no_neighbours_and_none_left_from_a_previous_run(tmp_path):
     summary = run_prepare(tmp_path, "--sample", "--neighbours", "none")
     index = json.loads((tmp_path / "bundle" / "data" / "index.json").read_text())
     assert not any(e.get("neighbours") for e in index["databases"].values()) and not index["neighbour_results"]
-    assert list((tmp_path / "bundle" / "data" / "neighbours").iterdir()) == []
+    assert not list((tmp_path / "bundle" / "data" / "neighbours").glob("*"))
     assert summary["neighbours"]["total"]["kept"] == 0
 
 
@@ -270,8 +271,8 @@ def test_bad_flags_are_clear_errors(argv, message, tmp_path, capsys):
 
 def test_an_output_folder_that_is_a_file(tmp_path, capsys):
     (tmp_path / "taken").write_text("not a folder")
-    assert main(["prepare", "--sample", "--output", str(tmp_path / "taken")]) == 3
-    assert "give --output a writable folder" in capsys.readouterr().err
+    assert main(["prepare", "--sample", "--output", str(tmp_path / "taken")]) == OutputError.exit_code
+    assert f"{tmp_path / 'taken'} is a file, not a folder" in capsys.readouterr().err
 
 
 def test_negative_sizes_are_refused_by_the_parser(capsys):
@@ -364,3 +365,67 @@ def test_an_api_refusal_exits_with_the_fetch_code(tmp_path, fixture_dbs, capsys)
         code = main(["prepare", *api_args(api, tmp_path, next(iter(fixture_dbs.values())).parent.parent)])
     assert code == 4
     assert "answered HTTP 404" in capsys.readouterr().err
+
+
+# -- the staged bundle is built whole or not at all (harness.prepare.staging) -----------------------
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _interrupted_prepare(out: Path, tmp_path: Path) -> None:
+    """prepare --sample (fewer rows) into ``out``, stopped by Ctrl-C once the first neighbour databases
+    are distilled: the staged bundle's modules, databases and index are written by then."""
+    def ctrl_c(line: str) -> None:
+        raise KeyboardInterrupt
+    catalog = splits.Catalog(job.build_sample_databases(tmp_path / "dbs"), 1000)
+    rules = splits.Rules(catalog, splits.GoldChecker())
+    with pytest.raises(KeyboardInterrupt):
+        job.prepare(job.sample_source(), rules, splits.Sizes(5, 3, 2), out, say=ctrl_c)
+
+
+def test_an_interrupted_prepare_leaves_the_previous_staged_bundle_as_it_was(prepared_sample, tmp_path):
+    out = Path(shutil.copytree(prepared_sample, tmp_path / "out"))
+    before = _listing(out / "bundle")
+    _interrupted_prepare(out, tmp_path)
+    assert _listing(out / "bundle") == before
+    assert sorted(p.name for p in out.iterdir()) == ["bundle", "data", "prepare-summary.json"]  # nothing left over
+    assert main(["pack", "--data", str(out)]) == 0
+
+
+def test_an_interrupted_first_prepare_leaves_no_staged_bundle_to_pack(tmp_path, capsys):
+    out = tmp_path / "out"
+    _interrupted_prepare(out, tmp_path)
+    assert list(out.iterdir()) == []
+    assert main(["pack", "--data", str(out)]) == PackError.exit_code
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage, message", [
+    pytest.param(lambda staged: (staged / ".staged.json").unlink(), "is incomplete: it has no .staged.json",
+                 id="no mark: a half-built stage of an older harness, or one staged by hand"),
+    pytest.param(lambda staged: (staged / "data" / "index.json").write_text("{}"), "changed after prepare finished",
+                 id="an index changed after prepare finished"),
+])
+def test_pack_refuses_a_staged_bundle_prepare_did_not_finish(prepared_sample, tmp_path, capsys, damage, message):
+    out = Path(shutil.copytree(prepared_sample, tmp_path / "out"))
+    damage(out / "bundle")
+    assert main(["pack", "--data", str(out)]) == PackError.exit_code
+    err = capsys.readouterr().err
+    assert message in err and "make sample-bundle" in err
+    assert not (out / "spider-scoring.zip").exists()
+
+
+def test_the_mark_is_not_packed_nor_reported_left_out(prepared_sample, tmp_path, capsys):
+    assert main(["pack", "--data", str(prepared_sample), "--output", str(tmp_path / "b.zip")]) == 0
+    assert "left out" not in capsys.readouterr().out
+    with zipfile.ZipFile(tmp_path / "b.zip") as archive:
+        assert not [n for n in archive.namelist() if "staged" in n]
+
+
+def test_a_read_only_output_folder_fails_before_the_work(tmp_path):
+    out = tmp_path / "out"
+    done = run_with_read_only(out, [sys.executable, "-m", "harness", "prepare", "--sample", "--output", str(out)])
+    assert done.returncode == OutputError.exit_code, done.stderr
+    assert f"cannot write the prepared folder into {out}" in done.stderr and "Traceback" not in done.stderr
+    assert "rows" not in done.stdout  # no summary: nothing was selected

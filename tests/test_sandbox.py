@@ -1,8 +1,9 @@
 """The sandbox: the hostile suite (fixtures/hostile/cases.json) and the guarantees around it.
 
 The suite runs once, in a process of its own with a private TMPDIR, HOME and working directory
-(tests/hostile_runner.py); each case then asserts its score, outcome, CPU bound, byte-identical
-databases, no file created in any watched folder and no stray file held open.
+(tests/hostile_runner.py); each case then asserts its score and outcome (decided by counted work),
+the generous CPU guard, byte-identical databases, no file created in any watched folder and no
+stray file held open.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def test_hostile_case(suite_report, case_id):
     case = suite_report[case_id]
     assert case["score"] == 0.0, case
     assert case["outcome"] in case["allowed_outcomes"], case
-    assert case["max_cpu_seconds"] is None or case["cpu_seconds"] <= case["max_cpu_seconds"], case
+    assert case["cpu_seconds"] <= case["guard_cpu_seconds"], case  # a guard only: the outcome decides
     assert case["changed_databases"] == [], case
     assert case["new_files"] == [], case
     assert case["opened_files"] == [], case
@@ -60,7 +61,7 @@ def test_suite_memory_stays_bounded(suite_report):
 
 def test_every_prior_art_category_is_covered():
     categories = {c.category for c in hostile.load_cases("t", "/s")}
-    assert {"side effects", "time", "resources", "comparison", "extraction"} <= categories
+    assert {"side effects", "time", "resources", "comparison", "extraction", "hidden work", "determinism"} <= categories
 
 
 @pytest.fixture
@@ -157,7 +158,7 @@ def test_many_threads_get_the_same_verdicts(pets_db):
         "DELETE FROM Pet",
         "SELECT nope FROM Pet",
         "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
-        "SELECT length(randomblob(900000000))",
+        "SELECT length(zeroblob(900000000))",
     ]
     expected = [verify(c, gold, pets_db, limits=limits).outcome for c in completions]
     assert expected == ["match", "mismatch", "match", "forbidden", "prediction_error", "prediction_over_budget",

@@ -25,7 +25,7 @@ from harness.prepare import pack
 ROOT = Path(__file__).resolve().parent.parent
 ALL_CHECKS = ["zip accepted", "splits well formed", "splits match the bundle", "eval unseen", "imports stdlib only",
               "golds score 1.0", "mutated golds score 0.0", "neighbour databases", "hostile suite", "no file created",
-              "stale gold rejected", "missing database", "databases unchanged"]
+              "stale gold rejected", "missing database", "databases unchanged", "degenerate answers"]
 
 # A reward that says 1.0 to everything, leaves a file behind on every call and appends to a
 # training database: everything pre-push verification exists to catch.
@@ -43,7 +43,8 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
 '''
 EVIL_FAILS = {"mutated golds score 0.0", "hostile suite", "no file created", "stale gold rejected",
               "missing database", "databases unchanged",
-              "neighbour databases"}  # the changed database fails the grader's checked read there too
+              "neighbour databases",  # the changed database fails the grader's checked read there too
+              "degenerate answers"}  # every rl row is paid an empty answer (and more): all hackable
 
 
 # --- the mutator ----------------------------------------------------------------------------------
@@ -157,6 +158,15 @@ def staged(tmp_path, prepared_sample) -> Path:
     return Path(shutil.copytree(prepared_sample / "bundle", tmp_path / "staged"))
 
 
+def test_a_bundle_that_does_not_import_fails_the_audit_check_too(staged, prepared_sample, tmp_path):
+    (staged / "reward.py").write_text("def compute_score(:\n")
+    pack.pack(staged, tmp_path / "b.zip")
+    done = _verify(tmp_path / "b.zip", prepared_sample, tmp_path / "r.json", "--in-process")
+    assert done.returncode == VerificationFailed.exit_code, done.stderr
+    audit = next(c for c in json.loads((tmp_path / "r.json").read_text())["checks"] if c["name"] == "degenerate answers")
+    assert not audit["passed"] and "fails to import: SyntaxError" in audit["failures"][0]
+
+
 def test_a_third_party_import_fails_the_fresh_interpreter_check(staged, tmp_path):
     grader = staged / "grader.py"
     grader.write_text(grader.read_text() + "\nimport docker  # not in the trainer's Python\n")
@@ -172,7 +182,8 @@ def test_a_bundle_that_does_not_import_fails_its_checks_instead_of_crashing(stag
     pack.pack(staged, tmp_path / "b.zip")
     report = job_verify(tmp_path / "b.zip", Prepared(prepared_sample), max_mutated_golds=2)
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
-    assert not report["passed"] and len(report["checks"]) == len(ALL_CHECKS) - 1  # all but "zip accepted"
+    # all but "zip accepted" and "degenerate answers", the command's own (on the host)
+    assert not report["passed"] and len(report["checks"]) == len(ALL_CHECKS) - 2
     assert "SyntaxError" in failed["imports stdlib only"]["failures"][0]
     assert failed["golds score 1.0"]["summary"] == "the check could not run"
     assert "fails to import: SyntaxError" in failed["golds score 1.0"]["failures"][0]
@@ -208,7 +219,7 @@ def test_an_evil_bundle_fails_exactly_the_checks_meant_to_catch_it(staged, prepa
     results = _results(tmp_path / "r.json")
     assert {name for name, ok in results.items() if not ok} == EVIL_FAILS
     assert list(results) == ALL_CHECKS
-    assert "verification FAILED: 7 of 13 checks" in done.stdout and "created " in done.stdout
+    assert "verification FAILED: 8 of 14 checks" in done.stdout and "created " in done.stdout
 
 
 def test_a_zip_the_trainer_refuses_stops_before_the_container(prepared_sample, tmp_path):

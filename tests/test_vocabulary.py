@@ -4,10 +4,15 @@ exit-code table has one meaning per number, and the two message-text readers rea
 from __future__ import annotations
 
 import inspect
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from bundle import scoring_entry, scoring_errors, verify
+from conftest import ROOT
 from harness.common import errors
 from harness.common.completions import message_text
 from harness.common.outcomes import BUNDLE_ERRORS, OUTCOMES, SCORED_OUTCOMES, UNSCORED_OUTCOMES
@@ -41,6 +46,33 @@ def test_no_exit_code_means_two_things():
         assert table[kind.__name__] == kind.exit_code, kind
     assert errors.error_for_exit_code(errors.PackError.exit_code) is errors.PackError
     assert errors.error_for_exit_code(99) is errors.HarnessError
+
+
+def test_an_unexpected_error_is_a_bug_with_its_own_exit_code_never_checks_failed():
+    # A command registered beside the others (tests/broken_command.py) raises what no check expects.
+    # Before, Python's own exit 1 said "checks ran and found failures" (VerificationFailed).
+    run = ("import sys; from harness import cli; cli.COMMANDS['broken'] = ('broken_command', 'a bug'); "
+           "sys.exit(cli.main(['broken']))")
+    done = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
+    assert done.returncode == errors.UnexpectedError.exit_code != errors.VerificationFailed.exit_code
+    assert "RuntimeError: a bug in a command" in done.stderr  # the traceback, to report
+    assert "error: unexpected RuntimeError in `broken`" in done.stderr and "please report it" in done.stderr
+
+
+def test_an_unexpected_error_in_the_trainer_container_comes_back_as_one():
+    # The emulator's entry point (what the container runs) with a job that fails as a bug would: its
+    # document names the class the host raises again, with the same exit code. Before, no document:
+    # the host said "the trainer container gave no result" (DockerUnavailable, 6).
+    run = ("import sys; from harness.emulator import main as m\n"
+           "def job(args, say): raise KeyError('a bug in a job')\n"
+           "m.run_job = job; sys.exit(m.main(['grader', '--zip', 'z', '--data', 'd', '--completions', 'c']))")
+    done = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    document = json.loads(done.stdout.splitlines()[-1])
+    assert done.returncode == document["exit_code"] == errors.UnexpectedError.exit_code
+    assert errors.error_for_exit_code(document["exit_code"]) is errors.UnexpectedError
+    assert document["error_type"] == "UnexpectedError" and "a bug in a job" in document["error"]
+    assert "KeyError" in done.stderr  # the traceback, shown as the container's progress
 
 
 @pytest.mark.parametrize("value", [

@@ -14,8 +14,12 @@ Prints (README, "Benchmark"):
    evaluator's brute force over column permutations (stopped after a few seconds);
 4. memory high-water mark of a process running the whole hostile suite (target < 512 MB);
 5. the step budget (``harness.commands.bench_budget``): calibration on every real gold, counting overhead;
+   and the cost model (``harness.commands.bench_cost``): CPU per budget unit of hostile and
+   generated queries against the real golds;
 6. the neighbour databases (``harness.commands.bench_neighbours``): what they cost and separate, the
-   throughput with them, every gold against itself on them, and their precision on equivalent rewrites.
+   throughput with them, every gold against itself on them, and their precision on equivalent rewrites;
+7. the labelled set (``harness.commands.bench_labels``): precision and recall of the neighbours on
+   published predictions judged by hand, with 95% intervals.
 """
 
 from __future__ import annotations
@@ -42,11 +46,10 @@ from func_timeout import FunctionTimedOut, func_timeout
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.sql_compare import bag_shape, compare, normalize_rows
 from bundle.verify import verify
-from harness.commands import bench_budget, bench_neighbours
+from harness.commands import bench_budget, bench_cost, bench_labels, bench_neighbours
 from harness.commands.bench_budget import best_of
 from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
-from harness.prepare import bundle_data
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,19 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out the slowest figures: every gold on its neighbours, and the precision corpus")
     parser.add_argument("--show-separated", type=int, default=30, metavar="N",
                         help="mutated golds separated by the neighbours to print, drawn at random (default 30)")
-
-
-def stage_dev_bundle(spider: Path, dest: Path, limit: int) -> list[dict]:
-    """Stage a bundle over the first ``limit`` dev rows whose database is present; return those rows."""
-    rows = json.loads((spider / "dev.json").read_text(encoding="utf-8"))
-    keep = [r for r in rows if (spider / "database" / r["db_id"] / f"{r['db_id']}.sqlite").is_file()][:limit]
-    for src in (ROOT / "bundle").glob("*.py"):
-        shutil.copy2(src, dest / src.name)
-    index_rows = [bundle_data.IndexRow(f"eval-{i:05d}", "eval", r["db_id"], r["query"]) for i, r in enumerate(keep)]
-    dbs = {r["db_id"]: spider / "database" / r["db_id"] / f"{r['db_id']}.sqlite" for r in keep}
-    bundle_data.write_bundle_data(dest, index_rows, dbs)
-    return keep
-
 
 
 def bench_calls(root: Path, rows: list[dict], repeat: int) -> dict:
@@ -140,7 +130,7 @@ def bench_calls(root: Path, rows: list[dict], repeat: int) -> dict:
 
 RUNAWAY = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
 SORT_AFTER = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000) "
-              "SELECT i FROM n ORDER BY random()")
+              "SELECT i FROM n ORDER BY (i * 7919) % 1000003")
 
 
 def bench_runaway(db: Path) -> dict:
@@ -227,17 +217,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         root = work / "bench_bundle"
         root.mkdir()
-        rows = stage_dev_bundle(spider, root, args.pairs)
+        rows = bench_neighbours.stage_dev_bundle(spider, root, args.pairs)
         db = root / "data" / "databases" / f"{rows[0]['db_id']}.sqlite"
         dev_pairs = [(r["query"], root / "data" / "databases" / f"{r['db_id']}.sqlite") for r in rows]
+        calibrated = bench_budget.calibrate(bench_budget.spider_golds(spider))
         figures = {
             "calls": bench_calls(root, rows, args.repeat),
             "runaway": bench_runaway(db),
             "compare_9x9": bench_compare(5.0),
             "hostile_memory": bench_hostile_memory(db, rows[0]["query"]),
-            "budget": bench_budget.run(spider, dev_pairs, args.repeat),
+            "budget": bench_budget.run(calibrated, dev_pairs, args.repeat),
+            "cost": bench_cost.run(calibrated[1], db, rows[0]["query"], max(1, args.repeat // 2)),
             "neighbours": bench_neighbours.run(spider, root, rows, args.repeat, quick=args.quick,
                                                show=args.show_separated),
+            "labels": bench_labels.run(spider, work),
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -269,6 +262,8 @@ def print_figures(f: dict) -> None:
           f"projected {k['brute_force_projected_seconds_for_all']:.0f} s for all 362,880")
     print(f"hostile suite       {m['passed']}/{m['cases']} cases as expected, max RSS {m['max_rss_mb']:.0f} MB (target < 512)")
     bench_budget.print_figures(f["budget"])
+    bench_cost.print_figures(f["cost"])
     bench_neighbours.print_figures(f["neighbours"])
+    bench_labels.print_figures(f["labels"], f["neighbours"])
     print(f"this process        max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
           f"{threading.active_count()} threads")

@@ -87,8 +87,9 @@ def counting_overhead(pairs: list[tuple[str, Path]], repeat: int, limits: Limits
             "overhead": counted / uncounted - 1.0}
 
 
-def run(spider: Path, dev_pairs: list[tuple[str, Path]], repeat: int) -> dict:
-    calibration, steps = calibrate(spider_golds(spider))
+def run(calibrated: tuple[dict, list], dev_pairs: list[tuple[str, Path]], repeat: int) -> dict:
+    """The figures above, from ``calibrate``'s result (the cost model's figures use it too)."""
+    calibration, steps = calibrated
     heaviest = [(gold, db) for _steps, _db_id, gold, db in sorted(steps, key=lambda s: -s[0])[:20]]
     return {"calibration": calibration,
             "overhead_dev": counting_overhead(dev_pairs, repeat),

@@ -26,7 +26,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from bundle import scoring_entry
@@ -38,6 +38,8 @@ from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data, job, pack, splits
 from harness.prepare.fetch_rows import FetchStats
 from harness.prepare.neighbours import attach, distil
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class SpiderFiles:
@@ -51,6 +53,21 @@ class SpiderFiles:
         name = "train_spider.json" if split == "train" else "dev.json"
         self.stats.files_read += 1
         yield from json.loads((self.spider / name).read_text(encoding="utf-8"))
+
+
+def stage_dev_bundle(spider: Path, dest: Path, limit: int | None = None,
+                     databases: Collection[str] | None = None) -> list[dict]:
+    """Stage a bundle (no neighbours) over the first ``limit`` dev rows whose database is present
+    (only those of ``databases`` when given); return those rows."""
+    rows = json.loads((spider / "dev.json").read_text(encoding="utf-8"))
+    keep = [r for r in rows if (spider / "database" / r["db_id"] / f"{r['db_id']}.sqlite").is_file()
+            and (databases is None or r["db_id"] in databases)][:limit]
+    for src in (ROOT / "bundle").glob("*.py"):
+        shutil.copy2(src, dest / src.name)
+    index_rows = [bundle_data.IndexRow(f"eval-{i:05d}", "eval", r["db_id"], r["query"]) for i, r in enumerate(keep)]
+    dbs = {r["db_id"]: spider / "database" / r["db_id"] / f"{r['db_id']}.sqlite" for r in keep}
+    bundle_data.write_bundle_data(dest, index_rows, dbs)
+    return keep
 
 
 def default_splits(spider: Path, work: Path) -> dict:

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.commands.bench import stage_dev_bundle
+from harness.commands.bench_neighbours import stage_dev_bundle
 from harness.common.bundle_loader import load_bundle
 from harness.common.errors import InputError, VerificationFailed
 from harness.common.files import atomic_write_bytes

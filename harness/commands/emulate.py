@@ -2,6 +2,7 @@
 
     python3 -m harness emulate reward [--data out] [--zip ZIP] [--completions C] [--prompts-per-step 8] [--group-size 8]
     python3 -m harness emulate grader [--data out] [--zip ZIP] --completions C [--stage emulated] [--output FILE]
+    python3 -m harness emulate verdicts [--data out] [--zip ZIP] [--completions C] [--cpus 0.25]
 
 Reward mode prints one line per GRPO step (reward mean, share zero / full, outcome counts) and the
 throughput; grader mode runs the one grading path (harness.emulator.grader_job, the same as
@@ -9,6 +10,11 @@ throughput; grader mode runs the one grading path (harness.emulator.grader_job, 
 Both run in the locked-down trainer container unless ``--in-process``; both exit 1 when a call
 crashed or returned no score. ``emulate grader --ray ADDRESS`` runs the grader job on Ray workers
 instead (harness.raygrade.backend; on the host, each worker loading the zip as the trainer does).
+
+Verdicts mode runs the hostile suite, a reward pass over rl and (with ``--completions``) a grader
+pass over eval twice in the trainer container, once with its usual CPUs and once limited to
+``--cpus`` (a quarter of a CPU by default), and exits 1 unless every verdict is the same: work is
+counted, never timed, so a slow or throttled CPU changes nothing but the time taken.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from pathlib import Path
 from harness.commands import options
 from harness.common import bundle_zip
 from harness.common.errors import CHECKS_FAILED, InputError
-from harness.common.layout import Prepared, require
+from harness.common.files import check_writable_file
+from harness.common.layout import GIVEN_COMPLETIONS, Prepared, require
 from harness.common.results import RowResult, write_results
 from harness.containers import trainer
 from harness.emulator import main as emulator_main
@@ -30,7 +37,9 @@ EMULATED_STAGE = "emulated"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("mode", choices=("reward", "grader"), help="reward: GRPO steps over rl.jsonl; grader: eval.jsonl")
+    parser.add_argument("mode", choices=("reward", "grader", "verdicts"),
+                        help="reward: GRPO steps over rl.jsonl; grader: eval.jsonl; verdicts: every verdict at full "
+                             "and at reduced CPU, compared")
     options.add_data(parser)
     options.add_zip(parser)
     parser.add_argument("--completions", type=Path, metavar="FILE",
@@ -44,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stage", default=EMULATED_STAGE,
                         help=f"grader: the stage the results are for (default: {EMULATED_STAGE})")
     options.add_output(parser, "grader: the per-row results file (default: DATA/results/STAGE.jsonl)")
+    parser.add_argument("--cpus", type=float, default=0.25, metavar="N",
+                        help="verdicts: the CPU limit of the second run (docker run --cpus; default: 0.25)")
     parser.add_argument("--in-process", action="store_true", help="run here, without Docker")
     options.add_ray(parser)
     options.add_base_image(parser)
@@ -60,8 +71,44 @@ def _job(args: argparse.Namespace, zip_path: Path, data: Path, completions: Path
     return job + (["--function", args.function] if args.function else [])
 
 
+def run_verdicts(args: argparse.Namespace, prepared: Prepared, zip_path: Path) -> int:
+    """The verdicts job at the container's usual CPUs and at ``--cpus``; 1 unless they are the same."""
+    if args.in_process or options.ray_options_of(args) is not None:
+        raise InputError("verdicts mode compares two container runs: drop --in-process / --ray")
+    if not 0 < args.cpus:
+        raise InputError(f"--cpus {args.cpus:g}: give a positive share of a CPU, e.g. 0.25")
+    inputs = {"bundle.zip": zip_path, "prepared/data/rl.jsonl": require(prepared.split("rl"), "the rl split")}
+    job = ["verdicts", "--zip", f"{trainer.MOUNT}/in/bundle.zip", "--data", f"{trainer.MOUNT}/in/prepared"]
+    if args.completions is not None:
+        inputs["prepared/data/eval.jsonl"] = require(prepared.split("eval"), "the eval split")
+        inputs["completions.jsonl"] = args.completions
+        job += ["--completions", f"{trainer.MOUNT}/in/completions.jsonl"]
+    unpacked = bundle_zip.summarize(zip_path).unpacked_bytes
+    runs = {}
+    for cpus in (None, args.cpus):
+        label = "usual CPUs" if cpus is None else f"{cpus:g} CPU"
+        print(f"verdicts job, {label}:", flush=True)
+        runs[label], _ran = trainer.emulator_job(job, inputs, unpacked_bytes=unpacked, timeout_s=args.timeout,
+                                                 base_image=options.base_image_of(args), cpus=cpus)
+    (full_label, full), (slow_label, slow) = runs.items()
+    differing = []
+    for part in ("hostile", "reward", "grader"):
+        pairs = list(zip(full.get(part, []), slow.get(part, [])))
+        differing += [(part, a, b) for a, b in pairs if a != b]
+        if len(full.get(part, [])) != len(slow.get(part, [])):
+            differing.append((part, f"{len(full.get(part, []))} verdicts", f"{len(slow.get(part, []))} verdicts"))
+        took = f"{full['seconds'].get(part, 0):.1f} s vs {slow['seconds'].get(part, 0):.1f} s" if part in full else "not run"
+        print(f"  {part:8} {len(full.get(part, []))} verdicts; {full_label} vs {slow_label}: {took}")
+    for part, a, b in differing[:10]:
+        print(f"  DIFFERENT {part}: {a} / {b}")
+    print("verdicts: " + (f"{len(differing)} differ" if differing else "identical at both CPU limits"))
+    return CHECKS_FAILED if differing else 0
+
+
 def run(args: argparse.Namespace) -> int:
     prepared = Prepared(args.data)
+    if args.mode == "verdicts":
+        return run_verdicts(args, prepared, require(options.zip_of(args), "the bundle zip"))
     split = "rl" if args.mode == "reward" else "eval"
     if args.mode == "grader" and args.completions is None:
         raise InputError("grader mode needs --completions FILE (one completion per eval row), "
@@ -69,8 +116,10 @@ def run(args: argparse.Namespace) -> int:
     require(prepared.split(split), f"the {split} split")
     zip_path = require(options.zip_of(args), "the bundle zip")
     if args.completions is not None:
-        require(args.completions, "the completions file")
+        require(args.completions, "the completions file", GIVEN_COMPLETIONS)
     summary = bundle_zip.summarize(zip_path)
+    target = None if args.mode == "reward" else check_writable_file(args.output or prepared.results(args.stage),
+                                                                     f"the {args.stage} results")
     ray = options.ray_options_of(args)
     if ray is not None and args.mode == "reward":
         raise InputError("--ray is for the grader job (emulate grader); the reward job runs in one process")
@@ -100,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"reward: {s['steps']} steps, {s['calls']} calls in {s['seconds']:.2f} s ({rate} calls/s), mean {mean}, "
               f"unscored {s['unscored']}, crashes {s['crashes']}; {where}, {env}")
         return CHECKS_FAILED if s["crashes"] else 0
-    target = args.output or prepared.results(args.stage)
+    assert target is not None
     write_results(target, [RowResult(**r) for r in document["results"]])
     print(f"per-row results: {target}; {where}, {env}")  # the summary line was printed as it ran
     return CHECKS_FAILED if document["summary"]["faults"] else 0

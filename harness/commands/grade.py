@@ -20,7 +20,9 @@ import sys
 from pathlib import Path
 
 from harness.commands import options
-from harness.common.layout import Prepared, require
+from harness.common import bundle_zip
+from harness.common.files import check_writable_file
+from harness.common.layout import GIVEN_COMPLETIONS, Prepared, require
 from harness.common.results import RowResult, write_results
 from harness.emulator.main import job_grader
 from harness.raygrade import backend
@@ -40,7 +42,11 @@ def run(args: argparse.Namespace) -> int:
     prepared = Prepared(args.data)
     require(prepared.split("eval"), "the eval split")
     zip_path = require(options.zip_of(args), "the bundle zip")
-    completions = require(args.completions or prepared.completions(args.stage), f"the {args.stage} completions")
+    completions = require(args.completions or prepared.completions(args.stage), f"the {args.stage} completions",
+                          GIVEN_COMPLETIONS if args.completions else None)
+    # Everything that can be refused is refused before the work: a damaged zip, an unwritable output.
+    bundle_zip.summarize(zip_path)
+    target = check_writable_file(args.output or prepared.results(args.stage), f"the {args.stage} results")
     ray = options.ray_options_of(args)
     if ray is None:
         document = job_grader(zip_path, prepared, completions)
@@ -48,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
         document = backend.job_grader(zip_path, prepared, completions, options=ray, progress_stream=sys.stderr)
         print(options.ray_line(document["ray"]))
     results = [RowResult(**r) for r in document["results"]]
-    target = args.output or prepared.results(args.stage)
     write_results(target, results)
     summary = document["summary"]
     print(f"graded {summary['rows']} rows into {target}: "

@@ -20,7 +20,7 @@ from typing import Any
 from harness.commands import options
 from harness.common import tokens
 from harness.common.errors import CHECKS_FAILED, InputError
-from harness.common.files import atomic_write_bytes
+from harness.common.files import atomic_write_bytes, check_writable_file
 from harness.common.http_client import Endpoint
 from harness.common.layout import Prepared, require
 from harness.containers.public import PublicService
@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     if sum(map(bool, (args.url, args.docker, args.via_proxy))) > 1:
         raise InputError("give one of --url, --docker and --via-proxy")
     eval_path = require(Prepared(args.data).split("eval"), "the eval split")
+    if args.json:
+        check_writable_file(args.json, "the report")
     with _server(args) as server:
         report = run_load(endpoint_of(server), eval_path, requests=args.requests, threads=args.threads,
                           runaway_every=args.runaway_every, max_rows=args.max_rows, sample_every=args.sample_every)

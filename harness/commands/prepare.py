@@ -5,7 +5,9 @@
 
 Writes the prepared folder ``--output DIR`` (default ``out``; harness.common.layout): the splits
 under ``DIR/data/``, the staged bundle ``DIR/bundle/`` and ``DIR/prepare-summary.json``. The work is
-harness.prepare.job's; this module reads the flags and prints the summary.
+harness.prepare.job's, with the audit of the staged bundle (harness.audit.entry.review) as its
+review: a section of the summary, and with ``--drop-hackable`` the rl rows it finds hackable left
+out. This module reads the flags and prints the summary.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.common.errors import InputError
+from harness.common.files import check_writable_folder
 from harness.common.layout import DEFAULT_DATA
 from harness.prepare import job, splits
 from harness.prepare import summary as prepare_summary
@@ -79,6 +83,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              f"{round(distil.Settings.enough * 100)}%% of the look-alike queries (default %(default)s)")
     add("--max-neighbours", type=_count, metavar="N", default=distil.Settings.max_keep,
         help="neighbour databases kept per database at most (default %(default)s)")
+    add("--no-audit", action="store_true",
+        help="skip the audit of degenerate answers (by default its figures are a section of the summary)")
+    add("--drop-hackable", action="store_true",
+        help="leave out of rl.jsonl the rows the audit finds hackable (named in the summary)")
 
 
 def _splits(text: str) -> tuple[str, ...]:
@@ -106,13 +114,35 @@ def _sizes(args: argparse.Namespace) -> splits.Sizes:
                         eval=base.eval if args.eval_rows is None else args.eval_rows)
 
 
+def _review(args: argparse.Namespace) -> Callable[[Path], job.Review] | None:
+    """The audit of the staged bundle (harness.audit.entry.review), None with --no-audit.
+
+    The audit edits golds with sqlparse, which a bare interpreter lacks: prepare itself needs only the
+    standard library, so there the summary says the audit did not run, and why.
+    """
+    if args.no_audit:
+        return None
+    try:
+        from harness.audit import entry  # sqlparse: imported only when the audit runs
+    except ImportError as exc:
+        if args.drop_hackable:
+            raise InputError(f"--drop-hackable needs the audit, which needs {exc.name} (not importable here): run "
+                             "prepare in the project's environment (`make bundle`, .venv)") from None
+        reason = f"{exc.name} is not importable here: run `python3 -m harness audit` in the project's environment"
+        return lambda staged: job.Review({"not_run": reason})
+    return lambda staged: entry.review(staged, drop_hackable=args.drop_hackable)
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the flags, pick the row source, prepare, print the summary."""
     if args.sample and args.databases is not None:
         raise InputError("--sample uses the embedded databases: drop --databases (or drop --sample)")
+    if args.no_audit and args.drop_hackable:
+        raise InputError("--drop-hackable needs the audit: drop --no-audit (or drop --drop-hackable)")
     if not args.sample and args.databases is None:
         raise InputError("give --databases (Spider's database folder, e.g. spider/database) "
                          "or --sample for the embedded sample")
+    check_writable_folder(args.output, "the prepared folder")  # before minutes of work, not after
     with tempfile.TemporaryDirectory(prefix="spider-sample-") as tmp:
         if args.sample:
             catalog = splits.Catalog(job.build_sample_databases(Path(tmp)), args.max_schema)
@@ -122,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             source = job.api_source(args.api_url, args.cache_dir, args.request_interval)
         rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds)
         summary = job.prepare(source, rules, _sizes(args), args.output,
-                              origin="embedded sample" if args.sample else args.api_url, neighbours=_plan(args))
+                              origin="embedded sample" if args.sample else args.api_url, neighbours=_plan(args),
+                              review=_review(args))
     print(prepare_summary.render(summary))
     return 0

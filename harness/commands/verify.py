@@ -4,8 +4,10 @@
 
 First the zip itself (what the trainer refuses: unsafe paths, symlinks, no Python, over the size
 caps; harness.common.bundle_zip), then, inside the container, the checks of harness.emulator.checks
-on the prepared folder's splits. Prints one line per check and the first failures of each, then a
-verdict; exits 1 (VerificationFailed) when anything failed. ``--in-process`` runs the same checks
+on the prepared folder's splits, then the audit of degenerate answers (harness.audit, on this host:
+its edits need sqlparse; it scores through the zip loaded as the trainer loads it) against
+``--max-hackable``. Prints one line per check and the first failures of each, then a verdict;
+exits 1 (VerificationFailed) when anything failed. ``--in-process`` runs the same checks
 in this Python, without Docker (fast, for development; the container is the real check: a
 read-only filesystem, no network, the standard library only).
 """
@@ -17,14 +19,19 @@ import json
 import time
 from pathlib import Path
 
+from harness.audit import entry
+from harness.audit import report as audit_report
+from harness.commands import audit as audit_command
 from harness.commands import options
 from harness.common import bundle_zip
 from harness.common.errors import DockerUnavailable, PackError, VerificationFailed
-from harness.common.files import atomic_write_bytes
+from harness.common.files import atomic_write_bytes, check_writable_file
 from harness.common.layout import Prepared, require, require_prepared
 from harness.containers import trainer
+from harness.emulator.check_result import MAX_SHOWN
 from harness.emulator.main import job_verify
 
+AUDIT_CHECK = "degenerate answers"
 # Named in the report so a reader knows what "in the container" meant.
 LOCKDOWN = "no network, read-only root, zip and splits mounted read-only, /tmp tmpfs, user nobody, no capabilities"
 
@@ -38,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-mutated-golds", type=int, metavar="N",
                         help="mutate only the first N distinct golds (default: all)")
     options.add_container_timeout(parser)
-    options.add_json(parser, "the report")
+    audit_command.add_max_hackable(parser)
+    options.add_json(parser, "the report (the audit's document under \"audit\")")
 
 
 def verify(args: argparse.Namespace) -> tuple[dict, bundle_zip.ZipSummary | None, str]:
@@ -62,7 +70,27 @@ def verify(args: argparse.Namespace) -> tuple[dict, bundle_zip.ZipSummary | None
                            f"{summary.neighbours} neighbours), "
                            f"{summary.archive_bytes:,} bytes zipped, {summary.unpacked_bytes:,} unpacked, within the caps"}
     report["checks"].insert(0, accepted)
+    try:
+        report["audit"] = doc = entry.audit_zip(zip_path, threads=args.threads)
+        report["checks"].append(audit_check(doc, args.max_hackable))
+    except Exception as exc:  # noqa: BLE001 - a check that cannot run has failed; the report still comes
+        report["checks"].append({"name": AUDIT_CHECK, "passed": False, "summary": "the check could not run",
+                                 "failures": [f"{type(exc).__name__}: {exc}"], "seconds": 0.0})
     return report, summary, where
+
+
+def audit_check(doc: dict, threshold: float) -> dict:
+    """The audit as one check: failed when a split's hackable share is over ``threshold``."""
+    over = audit_report.problems(doc, threshold)
+    shares = ", ".join(f"{name} {s['hackable']} of {s['rows']}" for name, s in doc["splits"].items())
+    fair = doc["rewrites"]["splits"].values()
+    shares += (f"; equivalent rewrites rejected: {sum(s['rejected'] for s in fair)} of {sum(s['scored'] for s in fair)}"
+               if any(s["scored"] for s in fair) else "")
+    firsts = [f"{e['id']} ({e['db_id']}): {e['paid'][0]['policy']} {e['paid'][0]['sql'][:80]!r} paid, "
+              f"shown wrong on {e['paid'][0]['witness']}" for e in doc["hackable"]]
+    return {"name": AUDIT_CHECK, "passed": not over, "seconds": doc["seconds"],
+            "summary": f"hackable rows: {shares}, within {threshold:.0%} a split"
+            if not over else "; ".join(over), "failures": (over + firsts)[:MAX_SHOWN] if over else []}
 
 
 def _in_container(args: argparse.Namespace, zip_path: Path, summary: bundle_zip.ZipSummary,
@@ -89,6 +117,8 @@ def render(report: dict, summary: bundle_zip.ZipSummary | None, where: str) -> l
     env = f" python {report['python']}, sqlite {report['sqlite']}" if "python" in report else ""
     lines.append(f"ran {where};{env}")
     checks = report["checks"]
+    if "audit" in report:
+        lines += audit_report.render(report["audit"])
     for check in checks:
         mark = "PASS" if check["passed"] else "FAIL"
         lines.append(f"  {mark}  {check['name']:<24} {check['summary']}")
@@ -103,6 +133,8 @@ def render(report: dict, summary: bundle_zip.ZipSummary | None, where: str) -> l
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     print(f"==> verifying {options.zip_of(args)} against {Prepared(args.data).root / 'data'}", flush=True)
+    if args.json is not None:
+        check_writable_file(args.json, "the report")
     report, summary, where = verify(args)
     print("\n".join(render(report, summary, where)))
     if args.json is not None:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.common.bundle_zip import CAPS, Caps, check_entries
+from harness.common.bundle_zip import CAPS, DAMAGED, Caps, check_entries, damaged
 from harness.common.errors import InputError, PackError
 
 _counter = itertools.count()
@@ -76,16 +76,30 @@ def extract_zip(zip_path: str | os.PathLike, dest: str | os.PathLike, caps: Caps
                 target.mkdir(parents=True, exist_ok=True)
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as source, open(target, "wb") as sink:
-                size = 0
-                for block in iter(lambda: source.read(1 << 20), b""):
-                    size += len(block)
-                    written += len(block)
-                    if size > caps.entry_bytes or written > caps.unpacked_bytes:
-                        raise PackError(f"{zip_path}: entry {info.filename!r} unpacks to more than it "
-                                        "declares or over the size caps; the zip is corrupt or hostile")
-                    sink.write(block)
+            try:
+                written += _unpack_entry(archive, info, target, caps.entry_bytes, caps.unpacked_bytes - written)
+            except DAMAGED as exc:
+                raise damaged(zip_path, info.filename, exc) from None
+            except _OverCaps:
+                raise PackError(f"{zip_path}: entry {info.filename!r} unpacks to more than it "
+                                "declares or over the size caps; the zip is corrupt or hostile") from None
     return [i.filename for i in infos]
+
+
+class _OverCaps(Exception):
+    """An entry unpacks to more than the caps allow (whatever its header declares)."""
+
+
+def _unpack_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, most: int, room: int) -> int:
+    """Write one entry to ``target``; its size. _OverCaps past ``most`` bytes or the ``room`` left."""
+    size = 0
+    with archive.open(info) as source, open(target, "wb") as sink:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            size += len(block)
+            if size > most or size > room:
+                raise _OverCaps(info.filename)
+            sink.write(block)
+    return size
 
 
 def _set_read_only(root: Path) -> None:

@@ -20,10 +20,14 @@ import os
 import stat
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 from harness.common.errors import PackError
 
+# What reading a damaged entry raises: a CRC-32 or local header that does not match (BadZipFile), a
+# broken deflate stream (zlib.error), a stream cut short (EOFError).
+DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError)
 INDEX_ENTRY = "data/index.json"
 DATABASE_DIR = "data/databases"
 NEIGHBOUR_DIR = "data/neighbours"
@@ -117,16 +121,38 @@ def check_entries(infos: list[zipfile.ZipInfo], caps: Caps = CAPS) -> list[str]:
     return problems
 
 
+def damaged(zip_path: str | os.PathLike, name: str, exc: BaseException) -> PackError:
+    """The error for an entry that cannot be read back: the zip changed after it was packed."""
+    return PackError(f"{zip_path}: entry {name!r} is damaged ({exc}): the zip changed after it was packed "
+                     "(a broken copy or download); pack it again (`make pack`) or copy it again")
+
+
+def check_contents(archive: zipfile.ZipFile, path: str | os.PathLike) -> None:
+    """Read every entry whole, as the trainer unpacks it: PackError (``damaged``) on the first whose
+    bytes do not match their CRC-32 or do not decompress. Reads no more than the sizes declared,
+    which ``check_entries`` holds within the caps."""
+    for info in archive.infolist():
+        try:
+            with archive.open(info) as entry:
+                while entry.read(1 << 20):
+                    pass
+        except DAMAGED as exc:
+            raise damaged(path, info.filename, exc) from None
+
+
 def summarize(path: str | os.PathLike, caps: Caps = CAPS) -> ZipSummary:
-    """Hash, sizes and entry counts of a zip; PackError listing every problem the trainer would refuse."""
+    """Hash, sizes and entry counts of a zip; PackError listing every problem the trainer would
+    refuse, or naming a damaged entry (every entry is read back)."""
     path = Path(path)
     try:
         data = path.read_bytes()
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()
+            problems = check_entries(infos, caps)
+            if not problems:
+                check_contents(archive, path)
     except (OSError, zipfile.BadZipFile) as exc:
         raise PackError(f"cannot read {path} as a zip ({exc}): rebuild it with `make pack`") from None
-    problems = check_entries(infos, caps)
     if len(data) > caps.archive_bytes:
         problems.append(f"archive is {len(data):,} bytes, over the cap of {caps.archive_bytes:,}")
     if problems:

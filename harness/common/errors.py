@@ -16,6 +16,7 @@ from harness.common.outcomes import BUNDLE_ERRORS
 OK = 0
 CHECKS_FAILED = 1
 USAGE = 2
+UNEXPECTED = 10  # an exception no command expected: a bug of the harness, never "checks failed"
 WATCHDOG_EXIT = 70  # a grader-service worker ended by its watchdog (EX_SOFTWARE); gunicorn forks another
 INTERRUPTED = 130
 BROKEN_PIPE = 141
@@ -64,6 +65,20 @@ class SubmitError(HarnessError):
     exit_code = 7
 
 
+class UnexpectedError(HarnessError):
+    """An error no command expected: a bug of the harness, reported with its traceback. Raised again
+    on the host when one happened inside the trainer container; never exit 1 ("checks failed")."""
+
+    exit_code = UNEXPECTED
+
+
+class OutputError(HarnessError):
+    """An output cannot be written where it was asked for: a read-only or full folder, a path through
+    a file. Commands check their outputs before the work, so nothing is lost to it."""
+
+    exit_code = 9
+
+
 # (code, name, meaning): every exit status a process of this project ends with. A test keeps it
 # equal to the exception classes (here and in bundle/scoring_errors.py) and to the docs' table.
 EXIT_CODES: tuple[tuple[int, str, str], ...] = (
@@ -73,10 +88,15 @@ EXIT_CODES: tuple[tuple[int, str, str], ...] = (
     (USAGE, "usage", "a flag or argument the command does not accept (argparse), or a make variable left unset"),
     (InputError.exit_code, "InputError", "bad or missing input: the message names it and the command that makes it"),
     (FetchError.exit_code, "FetchError", "the datasets-server could not be read"),
-    (PackError.exit_code, "PackError", "the bundle cannot be packed into a zip the trainer accepts"),
+    (PackError.exit_code, "PackError", "the bundle cannot be packed into a zip the trainer accepts, or a zip given "
+                                       "is one it would refuse (corrupt, unsafe entries, over the caps)"),
     (DockerUnavailable.exit_code, "DockerUnavailable", "no Docker engine, base image or image build"),
     (SubmitError.exit_code, "SubmitError", "a step of the submission failed"),
     (HarnessError.exit_code, "HarnessError", "another expected failure of the harness"),
+    (OutputError.exit_code, "OutputError", "an output cannot be written (a read-only or full folder, a path "
+                                           "through a file): the message names it and what to do"),
+    (UnexpectedError.exit_code, "UnexpectedError", "an error no command expected: a bug of the harness; the "
+                                                   "traceback says where (please report it)"),
     *((e.exit_code, e.name, f"bundle: {e.meaning}") for e in BUNDLE_ERRORS.values()),
     (WATCHDOG_EXIT, "watchdog", "a grader-service worker stopped by its watchdog (replaced at once)"),
     (INTERRUPTED, "interrupted", "Ctrl-C, SIGTERM or SIGHUP"),
@@ -87,7 +107,8 @@ EXIT_CODES: tuple[tuple[int, str, str], ...] = (
 def error_for_exit_code(code: object) -> type[HarnessError]:
     """The harness exception class whose exit code is ``code`` (HarnessError when none is): how an
     error raised inside the trainer container is raised again on the host."""
-    for kind in (VerificationFailed, InputError, FetchError, PackError, DockerUnavailable, SubmitError):
+    for kind in (VerificationFailed, InputError, FetchError, PackError, DockerUnavailable, SubmitError, OutputError,
+                 UnexpectedError):
         if kind.exit_code == code:
             return kind
     return HarnessError

@@ -21,14 +21,34 @@ from harness.common.errors import InputError
 def read_jsonl(path: str | os.PathLike, what: str, advice: str = "") -> Iterator[tuple[int, object]]:
     """(line number from 1, parsed value) for every non-blank line of ``path``, parsed as it is reached.
 
-    The file is read at once: InputError ``cannot read {what} {path}: ...`` when it cannot be. A line
-    that does not parse is InputError ``{path}:{line}: not JSON (...){advice}`` when iteration reaches it.
+    The file is read at once: InputError ``cannot read {what} {path}: ...`` when it cannot be, or is
+    not UTF-8 (``read_utf8``). A line that does not parse is InputError ``{path}:{line}: not JSON
+    (...){advice}`` when iteration reaches it.
+    """
+    return _parsed_lines(read_utf8(path, what), path, advice)
+
+
+def read_utf8(path: str | os.PathLike, what: str) -> str:
+    """The text of ``path``; InputError naming the file, and the line and byte, when it cannot be read
+    or is not UTF-8 (JSON Lines files are UTF-8 by definition).
+
+    >>> _ = Path("latin1.jsonl").write_bytes(b'"ok"\\n"caf\\xe9"\\n')
+    >>> read_utf8("latin1.jsonl", "completions file")
+    Traceback (most recent call last):
+    ...
+    harness.common.errors.InputError: latin1.jsonl:2: the completions file is not UTF-8 text (byte 0xe9 at offset 9): ...
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc}") from None
-    return _parsed_lines(text, path, advice)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{path}:{line}: the {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start}): save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8 {path}), "
+                         "then run the command again") from None
 
 
 def _parsed_lines(text: str, path: str | os.PathLike, advice: str) -> Iterator[tuple[int, object]]:

@@ -34,6 +34,8 @@ SPLITS = ("train", "rl", "eval")
 ZIP_NAME = "spider-scoring.zip"
 PREPARE_HINT = ("prepare it first: `make bundle SPIDER_DATABASES=DIR` (Spider's database folder) or "
                 "`make sample-bundle` (the embedded sample)")
+GIVEN_COMPLETIONS = ("check the path given to --completions (COMPLETIONS= with make): a JSONL file of the "
+                     "model's answers, one per eval row (docs/grading.md)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,10 +95,23 @@ def hint(path: Path, prepared: Prepared | None = None) -> str:
     return PREPARE_HINT
 
 
-def require(path: Path, what: str) -> Path:
-    """``path`` when it is a file; InputError naming it, saying what it is and which command makes it."""
+def require(path: Path, what: str, advice: str | None = None) -> Path:
+    """``path`` when it is a file; InputError naming it, saying what is wrong and what to do (``advice``,
+    by default the command that makes it).
+
+    >>> _ = Path("answers").mkdir(), Path("answers/sft.jsonl").write_text("")
+    >>> require(Path("answers"), "the sft completions")
+    Traceback (most recent call last):
+    ...
+    harness.common.errors.InputError: the sft completions answers is a folder, not a file: give the file itself, e.g. answers/sft.jsonl
+    """
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        files = [p for p in files if p.suffix in (".jsonl", ".zip")] or files  # the likely ones, if any
+        example = f", e.g. {', '.join(str(p) for p in files[:3])}" if files else " (this folder holds none)"
+        raise InputError(f"{what} {path} is a folder, not a file: give the file itself{example}")
     if not path.is_file():
-        raise InputError(f"{what} {path} does not exist: {hint(path)}")
+        raise InputError(f"{what} {path} does not exist: {advice or hint(path)}")
     return path
 
 

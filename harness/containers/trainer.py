@@ -357,15 +357,18 @@ def run_job(command: list[str], inputs: dict[str, Path], *, base_image: str = DE
 
 
 def emulator_job(job: list[str], inputs: dict[str, Path], *, unpacked_bytes: int = 0,
-                 base_image: str = DEFAULT_BASE_IMAGE, timeout_s: float = 3600.0,
+                 base_image: str = DEFAULT_BASE_IMAGE, timeout_s: float = 3600.0, cpus: float | None = None,
                  say: Callable[[str], None] = print) -> tuple[dict, ContainerResult]:
     """Run ``python3 -m harness.emulator.main JOB...`` in the container; its JSON document and the run.
 
     Progress (the container's stderr) is shown as it comes. A document with ``error`` is raised as
     the harness error it names; a container that died without a document is DockerUnavailable
-    naming the cause (timeout, out of memory, or the last lines it wrote).
+    naming the cause (timeout, out of memory, or the last lines it wrote). ``cpus`` replaces the
+    container's CPU limit (``docker run --cpus``).
     """
     limits = RunLimits().for_bundle(unpacked_bytes)
+    if cpus is not None:
+        limits = dataclasses.replace(limits, cpus=cpus)
     result = run_job(["python3", "-m", "harness.emulator.main", *job], inputs, base_image=base_image,
                      limits=limits, timeout_s=timeout_s, say=say,
                      on_stderr=lambda text: print(text, end="", flush=True))

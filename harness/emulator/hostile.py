@@ -1,11 +1,12 @@
 """The hostile-query suite (fixtures/hostile/cases.json): load, render and run it against a bundle.
 
 Each case is a completion (through extraction) or raw SQL (``is_sql``) that must score 0.0 with
-one of its allowed outcomes, change no database byte and create no file. Work inside SQLite is
-bounded by the step budget (deterministic); a case whose work the step count cannot see (one long
-VM step, extraction, comparison) also has a bound on the CPU time of the scoring thread, which
-other processes do not add to. Wall time is only reported. The same runner serves the tests, the
-pre-push verification and the benchmark.
+one of its allowed outcomes, change no database byte and create no file. What decides is the
+outcome, and so counted work: SQLite's VM steps and the charges of functions whose work grows with
+their input (docs/bundle.md, "Cost model"), the same on any CPU at any load. CPU time of the
+scoring thread is measured and reported; it only guards, under ``GUARD_CPU_SECONDS``, far above
+what any case costs (a broken build that stopped counting, not a slow machine, would reach it).
+The same runner serves the tests, the pre-push verification and the benchmark.
 """
 
 from __future__ import annotations
@@ -29,7 +30,17 @@ class HostileCase:
     text: str
     is_sql: bool
     outcomes: tuple[str, ...]
-    max_cpu_seconds: float | None  # None: the step budget alone bounds it
+
+    @property
+    def quick(self) -> bool:
+        """Refused or capped whatever the gold, without running to a step budget: never merely a
+        mismatch (a query returning 0 legitimately matches a gold that returns 0)."""
+        return not {"prediction_over_budget", "mismatch"} & set(self.outcomes)
+
+
+# The one seconds bound of the suite, per case: at least 10x the costliest case measured on the
+# 2-core development machine (docs/benchmark.md), so that a CPU several times slower passes too.
+GUARD_CPU_SECONDS = 60.0
 
 
 def _repeat(spec: dict) -> str:
@@ -51,9 +62,7 @@ def load_cases(table: str, tmp: str, path: Path = CASES_PATH) -> list[HostileCas
         else:
             text, is_sql = raw.get("completion") or _repeat(raw["completion_repeat"]), False
         text = text.replace("{table}", table).replace("{tmp}", tmp)
-        bound = raw.get("max_cpu_seconds")
-        out.append(HostileCase(raw["id"], raw["category"], text, is_sql, tuple(raw["outcomes"]),
-                               None if bound is None else float(bound)))
+        out.append(HostileCase(raw["id"], raw["category"], text, is_sql, tuple(raw["outcomes"])))
     return out
 
 
@@ -79,17 +88,17 @@ class HostileResult:
     detail: str
 
     @property
-    def within_bound(self) -> bool:
-        return self.case.max_cpu_seconds is None or self.cpu_seconds <= self.case.max_cpu_seconds
+    def within_guard(self) -> bool:
+        return self.cpu_seconds <= GUARD_CPU_SECONDS
 
     @property
     def passed(self) -> bool:
-        return self.score == 0.0 and self.outcome in self.case.outcomes and self.within_bound
+        return self.score == 0.0 and self.outcome in self.case.outcomes and self.within_guard
 
     def describe(self) -> str:
-        bound = "" if self.case.max_cpu_seconds is None else f" within {self.case.max_cpu_seconds:g} s CPU"
-        return (f"{self.case.id}: {self.outcome} score {self.score}, {self.cpu_seconds:.2f} s CPU "
-                f"(allowed: {'/'.join(self.case.outcomes)}{bound}) {self.detail[:80]}")
+        guard = "" if self.within_guard else f", over the {GUARD_CPU_SECONDS:g} s CPU guard"
+        return (f"{self.case.id}: {self.outcome} score {self.score}, {self.cpu_seconds:.2f} s CPU{guard} "
+                f"(allowed: {'/'.join(self.case.outcomes)}) {self.detail[:80]}")
 
 
 def run_cases(cases: list[HostileCase], score: Callable[[HostileCase], tuple[str, float | None, str]]) -> list[HostileResult]:

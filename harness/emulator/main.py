@@ -3,6 +3,7 @@
     python3 -m harness.emulator.main verify --zip Z --data D [--watch /tmp] [--threads 8]
     python3 -m harness.emulator.main reward --zip Z --data D [--completions C] [--prompts-per-step 8 ...]
     python3 -m harness.emulator.main grader --zip Z --data D --completions C
+    python3 -m harness.emulator.main verdicts --zip Z --data D [--completions C]
 
 ``--data D`` is a prepared folder (harness.common.layout): the splits under ``D/data/``. Progress
 goes to stderr as it happens; the job's result is one JSON document on stdout (anything the bundle
@@ -24,16 +25,17 @@ import sqlite3
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.common.bundle_loader import load_bundle
 from harness.common.completions import read_completions
-from harness.common.errors import HarnessError
+from harness.common.errors import HarnessError, UnexpectedError
 from harness.common.layout import Prepared, require
 from harness.common.results import RowResult
 from harness.common.rows import SplitRow, read_split
-from harness.emulator import checks, grader_job, reward_job
+from harness.emulator import checks, grader_job, reward_job, verdicts_job
 
 Say = Callable[[str], None]
 
@@ -97,17 +99,32 @@ def job_grader(zip_path: Path, data: Prepared, completions_path: Path, *, functi
     return grader_document(results, started)
 
 
+def job_verdicts(zip_path: Path, data: Prepared, completions_path: Path | None, *,
+                 say: Say = lambda line: None) -> dict:
+    """Every verdict of the hostile suite, a reward pass over rl (synthetic completions) and, with
+    ``completions_path``, a grader pass over eval (harness.emulator.verdicts_job)."""
+    rows = read_split(require(data.split("rl"), "the rl split"), "rl")
+    rl = (rows, reward_job.groups_for(rows, None, len(reward_job.SYNTHETIC)))
+    eval_rows = eval_inputs(data, completions_path) if completions_path else None
+    with tempfile.TemporaryDirectory(prefix="verdicts-") as run_dir, load_bundle(zip_path, run_dir) as loaded:
+        scratch = Path(run_dir) / "scratch"
+        scratch.mkdir()
+        found = verdicts_job.all_verdicts(loaded, scratch, rl, eval_rows, say=say)
+    return {**found, **environment()}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python3 -m harness.emulator.main", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="job", required=True)
-    for name in ("verify", "reward", "grader"):
+    for name in ("verify", "reward", "grader", "verdicts"):
         job = sub.add_parser(name)
         job.add_argument("--zip", type=Path, required=True)
         job.add_argument("--data", type=Path, required=True, help="the prepared folder (splits under data/)")
         if name != "verify":
             job.add_argument("--completions", type=Path, required=name == "grader")
+        if name in ("reward", "grader"):
             job.add_argument("--function", default=name)
-        if name != "grader":
+        if name in ("verify", "reward"):
             job.add_argument("--threads", type=int, default=8)
     sub.choices["verify"].add_argument("--watch", type=Path, action="append", help="writable place to list (repeatable)")
     sub.choices["verify"].add_argument("--max-mutated-golds", type=int)
@@ -127,6 +144,8 @@ def run_job(args: argparse.Namespace, say: Say) -> dict:
         return job_reward(args.zip, data, args.completions, prompts_per_step=args.prompts_per_step,
                           group_size=args.group_size, steps=args.steps, threads=args.threads,
                           function=args.function, say=say)
+    if args.job == "verdicts":
+        return job_verdicts(args.zip, data, args.completions, say=say)
     return job_grader(args.zip, data, args.completions, function=args.function, say=say)
 
 
@@ -144,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         except HarnessError as exc:
             code = exc.exit_code
             result = {"error": str(exc), "error_type": type(exc).__name__, "exit_code": code}
+        except Exception as exc:  # a bug: its traceback on stderr, and a document the host raises again
+            traceback.print_exc()
+            code = UnexpectedError.exit_code
+            result = {"error": f"unexpected {type(exc).__name__} in the {args.job} job: {exc} (a bug of the harness: "
+                               "please report it with the traceback above)",
+                      "error_type": UnexpectedError.__name__, "exit_code": code}
     out.write(json.dumps(result) + "\n")
     out.flush()
     return code

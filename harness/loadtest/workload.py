@@ -68,14 +68,11 @@ def _envelope(row: SplitRow, completion: str) -> dict[str, Any]:
     return {"input": row.prompt, "output": completion, "expected": row.gold}
 
 
-def hostile_cases(max_cpu_seconds: float = 1.0, max_chars: int = 100_000) -> list[tuple[str, str]]:
-    """(id, completion) of the quick hostile cases that are refused whatever the gold: cheap (no
-    step budget needed), small enough to send, and never merely a "mismatch" (a query such as
-    ``SELECT instr(...)`` returning 0 legitimately matches a gold that returns 0)."""
+def hostile_cases(max_chars: int = 100_000) -> list[tuple[str, str]]:
+    """(id, completion) of the quick hostile cases (``HostileCase.quick``: refused or capped whatever
+    the gold, no step budget needed) that are small enough to send."""
     cases = load_cases("{table}", "/tmp")
-    return [(c.id, c.text) for c in cases
-            if c.max_cpu_seconds is not None and c.max_cpu_seconds <= max_cpu_seconds
-            and len(c.text) <= max_chars and not {"prediction_over_budget", "mismatch"} & set(c.outcomes)]
+    return [(c.id, c.text) for c in cases if c.quick and len(c.text) <= max_chars]
 
 
 def build_probes(rows: list[SplitRow], max_rows: int | None = None) -> dict[str, list[Probe]]:

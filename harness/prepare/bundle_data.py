@@ -14,9 +14,10 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from bundle import bundle_index, gold_results, sql_guard
+from bundle import bundle_index, gold_results, sql_functions, sql_guard
 from bundle import verify as bundle_verify
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
 
 
@@ -48,6 +49,43 @@ def schema_lines(sqlite_path: str | os.PathLike) -> list[str]:
             cols = [r[1] for r in conn.execute(f"PRAGMA table_info({quoted})")]
             lines.append(f"{table}({', '.join(cols)})")
     return lines
+
+
+def largest_values(sqlite_path: str | os.PathLike) -> tuple[tuple[int, str], tuple[int, str]]:
+    """(bytes, where) of the longest stored value and of the longest stored row (its values' bytes).
+
+    The scorer caps every value and every record SQLite builds at ``Limits.max_cell_bytes``
+    (docs/bundle.md, "Cost model"), so a database must fit under it with room to spare.
+    """
+    uri = "file:" + str(Path(sqlite_path).resolve()) + "?mode=ro&immutable=1"
+    value, row = (0, ""), (0, "")
+    with sqlite3.connect(uri, uri=True) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            quoted = '"' + table.replace('"', '""') + '"'
+            cols = ['"' + r[1].replace('"', '""') + '"' for r in conn.execute(f"PRAGMA table_info({quoted})")]
+            if not cols:
+                continue
+            sizes = [f"coalesce(length(CAST({c} AS BLOB)), 0)" for c in cols]
+            found = conn.execute(f"SELECT max(max({', '.join(sizes)}, 0)), max({' + '.join(sizes)}) FROM {quoted}").fetchone()
+            if found[0] is not None and found[0] > value[0]:
+                value = (found[0], table)
+            if found[1] is not None and found[1] > row[0]:
+                row = (found[1], table)
+    return value, row
+
+
+def check_value_sizes(db_id: str, sqlite_path: str | os.PathLike, limits: Limits) -> None:
+    """Refuse a database whose values or rows would not fit the scorer's value cap (InputError)."""
+    (value, value_table), (row, row_table) = largest_values(sqlite_path)
+    cap = int(limits.max_cell_bytes)
+    if value > cap // 2 or row > cap:
+        what = (f"a value of {value:,} bytes in table {value_table}" if value > cap // 2
+                else f"a row of {row:,} bytes in table {row_table}")
+        raise InputError(f"database {db_id} holds {what}; the scorer caps values at half of max_cell_bytes "
+                         f"({cap:,} bytes) and rows at all of it, so that no SQLite step can hide unbounded work "
+                         f"(docs/bundle.md, Cost model). Leave {db_id} out, or raise SPIDER_SCORING_MAX_CELL_BYTES "
+                         "for prepare and for every process that scores with the bundle")
 
 
 def build_sqlite(sql_path: str | os.PathLike, dest: str | os.PathLike) -> Path:
@@ -91,6 +129,7 @@ def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
                 stale.unlink()
     entries = {}
     for db_id in used:
+        check_value_sizes(db_id, databases[db_id], limits)
         target = db_dir / f"{db_id}.sqlite"
         data = Path(databases[db_id]).read_bytes()
         if not target.exists() or target.read_bytes() != data:
@@ -102,6 +141,7 @@ def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
         "version": bundle_index.INDEX_VERSION,
         "sqlite_version": sqlite3.sqlite_version,
         "digits": limits.float_digits,
+        "cost_model": sql_functions.cost_model(limits),
         "databases": entries,
         "rows": [dataclasses.asdict(r) for r in rows],
     }

@@ -7,7 +7,8 @@ schemas from the SQLite files; writes, under ``--out``:
 * ``data/train.jsonl``, ``data/rl.jsonl``, ``data/eval.jsonl`` (harness/splits.py says which rows);
 * ``bundle/``: bundle/*.py and ``bundle/data/`` (the databases the splits use, index.json with the
   gold results precomputed, and the neighbour databases of the databases of ``--neighbours``
-  splits, harness.prepare.neighbours), ready to pack;
+  splits, harness.prepare.neighbours), ready to pack; built whole in a folder beside it and then
+  put in place, so an interrupted prepare never leaves it half-built (harness.prepare.staging);
 * ``prepare-summary.json``: what the printed summary says, machine-readable.
 
 The same inputs give byte-identical JSONL, index and databases. Standard library only (plus
@@ -19,6 +20,7 @@ Example, offline: ``python3 -m harness prepare --sample --out out``.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -26,9 +28,9 @@ from pathlib import Path
 
 import bundle as bundle_package
 from harness.common import prompts
-from harness.common.errors import InputError
+from harness.common.errors import InputError, OutputError
 from harness.common.files import atomic_write_bytes
-from harness.prepare import bundle_data, splits
+from harness.prepare import bundle_data, splits, staging
 from harness.prepare import summary as prepare_summary
 from harness.prepare.api_cache import PageCache
 from harness.prepare.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
@@ -75,25 +77,45 @@ class NeighbourPlan:
     settings: distil.Settings = distil.Settings()
 
 
+@dataclasses.dataclass(frozen=True)
+class Review:
+    """What a review of the staged bundle found (harness.audit.entry.review): a section for the
+    summary, and the positions of the rl rows to leave out (``--drop-hackable``)."""
+
+    section: dict
+    drop_rl: frozenset[int] = frozenset()
+
+
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
             origin: str = DEFAULT_API_URL, neighbours: NeighbourPlan = NeighbourPlan(),
-            say: Callable[[str], None] = lambda line: None) -> dict:
-    """Select the splits, write them and the staged bundle under ``out``; return the summary."""
+            say: Callable[[str], None] = lambda line: None, review: Callable[[Path], Review] | None = None) -> dict:
+    """Select the splits, write them and the staged bundle under ``out``; return the summary.
+
+    ``review``: called on the staged bundle before the splits are written; the rl rows it names are
+    left out (the bundle staged again without them, the neighbour databases kept as built).
+    """
     selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
                               sizes, rules)
     prepare_summary.check_not_empty(selection, sizes)
-    rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
     try:
-        index = stage_bundle(out / "bundle", selection, rules.catalog)
-        built = stage_neighbours(out / "bundle", index, selection, neighbours, say)
+        with staging.building(out / "bundle") as stage:  # whole or not at all: never a half-built OUT/bundle
+            index = stage_bundle(stage, selection, rules.catalog)
+            built = stage_neighbours(stage, index, selection, neighbours, say)
+            reviewed = review(stage) if review is not None else None
+            if reviewed is not None and reviewed.drop_rl:
+                selection = dataclasses.replace(selection, rl=[r for i, r in enumerate(selection.rl)
+                                                               if i not in reviewed.drop_rl])
+                index, built = restage(stage, selection, rules.catalog, built, neighbours)
+        rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
         for name in splits.SPLITS:
             atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
         summary = prepare_summary.build(selection, sizes, rules, rows, index,
                                         fetch=source.stats.as_dict(), origin=origin,
-                                        neighbours=prepare_summary.neighbours(built, index, neighbours.splits))
+                                        neighbours=prepare_summary.neighbours(built, index, neighbours.splits),
+                                        audit=reviewed.section if reviewed is not None else None)
         atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
     except OSError as exc:  # every input was read above: this is the output folder
-        raise InputError(f"cannot write the outputs under {out} ({exc}): give --output a writable folder") from None
+        raise OutputError(f"cannot write the outputs under {out} ({exc}): give --output a writable folder") from None
     return summary
 
 
@@ -109,9 +131,31 @@ def stage_neighbours(dest: Path, index: dict, selection: splits.Selection, plan:
     paths = {db_id: data / index["databases"][db_id]["file"] for db_id in golds}
     with tempfile.TemporaryDirectory(prefix="spider-neighbours-") as work:
         built = attach.build(golds, paths, Path(work), plan.settings, say=say)
-        attach.attach(data, index, built, plan.settings, plan.splits)
-    atomic_write_bytes(data / "index.json", bundle_data.dumps_canonical(index))
-    return built
+        attach_neighbours(dest, index, built, plan)
+    # The work folder is gone: the kept files are the staged copies now (a review may attach them again).
+    return {db_id: dataclasses.replace(found, files=[data / attach.FOLDER / f"{db_id}-{k + 1}.sqlite"
+                                                     for k in range(len(found.files))])
+            for db_id, found in built.items()}
+
+
+def restage(stage: Path, selection: splits.Selection, catalog: splits.Catalog, built: dict[str, distil.Distilled],
+            plan: NeighbourPlan) -> tuple[dict, dict[str, distil.Distilled]]:
+    """Stage ``selection`` again in a fresh folder, with the neighbours already built for the databases
+    it still uses, and put it in ``stage``'s place (what a review that left rows out asks for)."""
+    fresh = stage.with_name(stage.name + "-again")
+    fresh.mkdir()
+    index = stage_bundle(fresh, selection, catalog)
+    kept = {db_id: found for db_id, found in built.items() if db_id in index["databases"]}
+    attach_neighbours(fresh, index, kept, plan)  # copies the files out of ``stage`` before it goes
+    shutil.rmtree(stage)
+    os.rename(fresh, stage)  # the neighbours' files are back at the paths ``kept`` names
+    return index, kept
+
+
+def attach_neighbours(dest: Path, index: dict, built: dict[str, distil.Distilled], plan: NeighbourPlan) -> None:
+    """Put ``built`` into the staged bundle ``dest`` and write its index."""
+    attach.attach(dest / "data", index, built, plan.settings, plan.splits)
+    atomic_write_bytes(dest / "data" / "index.json", bundle_data.dumps_canonical(index))
 
 
 def _chat(catalog: splits.Catalog, row: splits.SourceRow) -> dict:
@@ -125,20 +169,9 @@ def index_rows(selection: splits.Selection) -> list[bundle_data.IndexRow]:
 
 
 def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalog) -> dict:
-    """``dest`` as the zip will hold it: bundle/*.py, then data/ (used databases + index)."""
-    sources = {p.name: p for p in Path(bundle_package.__file__).resolve().parent.glob("*.py")}
-    dest.mkdir(parents=True, exist_ok=True)
-    for stale in dest.glob("*.py"):  # a module removed from bundle/ must not linger in the stage
-        if stale.name not in sources:
-            stale.unlink()
-    pycache = dest / "__pycache__"
-    if pycache.is_dir():  # left by an import of the stage; would change the zip's contents
-        shutil.rmtree(pycache)
-    for name, src in sorted(sources.items()):
-        data = src.read_bytes()
-        target = dest / name
-        if not target.is_file() or target.read_bytes() != data:
-            atomic_write_bytes(target, data)
+    """The empty folder ``dest`` as the zip will hold it: bundle/*.py, then data/ (used databases + index)."""
+    for src in sorted(Path(bundle_package.__file__).resolve().parent.glob("*.py")):
+        atomic_write_bytes(dest / src.name, src.read_bytes())
     databases = {db_id: catalog.files[db_id] for db_id in selection.used_databases()}
     try:
         return bundle_data.write_bundle_data(dest, index_rows(selection), databases, precompute=True)

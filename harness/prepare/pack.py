@@ -30,6 +30,7 @@ from pathlib import Path
 from harness.common.bundle_zip import CAPS, DATABASE_DIR, INDEX_ENTRY, NEIGHBOUR_DIR, Caps, ZipSummary, check_entries, summarize, unsafe_reason
 from harness.common.errors import PackError
 from harness.common.files import atomic_write_bytes, sha256_file
+from harness.prepare.staging import MARK
 
 # The bundle's modules, listed by hand on purpose (see the module docstring). A test checks this
 # list against bundle/*.py, so adding a module to the bundle means adding it here too.
@@ -54,6 +55,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "sql_compare.py",
     "sql_connection.py",
     "sql_extract.py",
+    "sql_functions.py",
     "sql_guard.py",
     "sql_text.py",
     "verify.py",
@@ -115,7 +117,7 @@ def file_list(staged: str | os.PathLike) -> tuple[dict[str, Path], list[str]]:
                                 f"not under neighbours/: rebuild the index with `make bundle`")
             entries[name] = _indexed_file(staged, name, neighbour, f"neighbour {k + 1} of {db_id!r}")
     left_out = sorted(str(p.relative_to(staged)) for p in staged.rglob("*")
-                      if p.is_file() and p.relative_to(staged).as_posix() not in entries)
+                      if p.is_file() and p.relative_to(staged).as_posix() not in (*entries, MARK))
     return dict(sorted(entries.items())), left_out
 
 

@@ -1,4 +1,4 @@
-"""prepare's summary: rows per split, skips per reason, databases and their size, prompt lengths.
+"""prepare's summary: rows per split, skips per reason, databases and their size, prompt lengths, the audit.
 
 The same dict is printed (``render``) and written as ``prepare-summary.json`` (``dumps``). All of
 it follows from the inputs except ``fetch`` (pages fetched or read from the cache, retries), which
@@ -57,11 +57,12 @@ def _databases(selection: splits.Selection, index: dict) -> dict:
     }
 
 
-def _warnings(sizes: splits.Sizes, written: dict[str, int], stats: dict[str, dict]) -> list[str]:
+def _warnings(sizes: splits.Sizes, written: dict[str, int], stats: dict[str, dict], dropped: int = 0) -> list[str]:
+    """A split the source left short (rl rows --drop-hackable left out do not count), prompts too long."""
     notes = []
     for name in splits.SPLITS:
         asked = getattr(sizes, name)
-        if written[name] < asked:
+        if written[name] + (dropped if name == "rl" else 0) < asked:
             notes.append(f"{name}: {written[name]} rows of {asked} asked: the source ran out of usable rows")
     for name, (key, limit, stage) in LIMIT_FOR_SPLIT.items():
         if stats[name][key]:
@@ -87,7 +88,7 @@ def neighbours(built: dict, index: dict, chosen: tuple[str, ...]) -> dict:
 
 def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
           rows: dict[str, list[dict]], index: dict, *, fetch: dict, origin: str,
-          neighbours: dict | None = None) -> dict:
+          neighbours: dict | None = None, audit: dict | None = None) -> dict:
     """The summary of one prepare run (module docstring)."""
     written = {name: len(rows[name]) for name in splits.SPLITS}
     stats = {name: prompts.prompt_stats(rows[name]) for name in splits.SPLITS}
@@ -110,8 +111,9 @@ def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
                           for (db_id, gold), why in sorted(rules.golds.failures.items())],
         "databases": _databases(selection, index),
         "neighbours": neighbours or {"splits": [], "databases": {}, "total": {}},
+        "audit": audit,  # harness.audit's document without its run fields; None when prepare ran with --no-audit
         "prompts": stats,
-        "warnings": _warnings(sizes, written, stats),
+        "warnings": _warnings(sizes, written, stats, len((audit or {}).get("dropped") or [])),
         "fetch": fetch,
     }
 
@@ -124,6 +126,26 @@ def _render_neighbours(found: dict) -> str:
             f"{'/'.join(found['splits'])}, {total['bytes']:,} bytes ({total['bytes'] / 1e6:.1f} MB); they tell "
             f"{total['separated']} of {total['look_alikes']} look-alike queries and {total['constants_separated']} "
             f"of {total['constants']} constant answers from their golds where the original database cannot")
+
+
+def _render_audit(found: dict | None) -> list[str]:
+    """The audit's section in a few lines: the hackable share per split, the rows dropped from rl."""
+    if not found:
+        return ["audit: not run (prepare --no-audit)"]
+    if "not_run" in found:
+        return [f"audit: not run: {found['not_run']}"]
+    shares = ", ".join(f"{name} {s['hackable']} of {s['rows']} rows ({100 * s['hackable'] / s['rows']:.1f}%)"
+                       for name, s in found["splits"].items() if s["rows"])
+    if not shares:
+        return ["audit: no rl or eval row to audit"]
+    aside = sum(s["set_aside_rows"] for s in found["splits"].values())
+    lines = [f"audit: hackable (a degenerate answer paid 1.0 and shown wrong on a witness database): {shares}; "
+             f"{aside} more set aside as possibly equivalent (`python3 -m harness audit` prints the table)"]
+    dropped = found.get("dropped") or []
+    if dropped:
+        lines.append(f"dropped from rl (--drop-hackable): {len(dropped)} rows, named in prepare-summary.json (audit.dropped): "
+                     + "; ".join(f"{e['db_id']}: {e['gold'][:60]}" for e in dropped[:3]) + ("; ..." if len(dropped) > 3 else ""))
+    return lines
 
 
 def dumps(summary: dict) -> bytes:
@@ -148,6 +170,7 @@ def render(summary: dict) -> str:
     for reason, names in dbs["skipped"].items():
         lines.append(f"  skipped ({reason}): {', '.join(names)}")
     lines.append(_render_neighbours(summary.get("neighbours") or {}))
+    lines.extend(_render_audit(summary.get("audit")))
     if summary["shared_golds"]:
         verb = "kept" if settings["keep_shared_golds"] else "left out"
         lines.append(f"golds under several databases ({verb}): {len(summary['shared_golds'])}")

@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -130,23 +131,29 @@ def drain(sock: socket.socket | None, max_bytes: int, idle_s: float = 0.5, total
 def discard_body(environ: dict, cap: int = 1 << 16, timeout_s: float = 2.0) -> None:
     """Read and drop a small declared body the service will not use, so the client can read the
     answer instead of meeting a reset. A larger, chunked or slow one is left unread: the connection
-    closes after the answer, and nobody without the token holds a worker for long."""
+    closes after the answer, and nobody without the token holds a worker for long. ``timeout_s``
+    bounds the whole read, not each byte (a body trickled a byte a second passes any per-read
+    limit): past it, the socket's reading side is shut, which ends the read at once."""
     declared = environ.get("CONTENT_LENGTH") or ""
     if not declared.isdigit() or not 0 < int(declared) <= cap:
         return
     sock = environ.get("gunicorn.socket")
+    stop = threading.Timer(timeout_s, _stop_reading, (sock,))
+    stop.start()
     try:
-        if sock is not None:
-            sock.settimeout(timeout_s)
         environ["wsgi.input"].read(int(declared))
     except OSError:  # slow or gone: the answer is written anyway
         pass
     finally:
+        stop.cancel()
+
+
+def _stop_reading(sock: socket.socket | None) -> None:
+    try:
         if sock is not None:
-            try:
-                sock.settimeout(None)
-            except OSError:
-                pass
+            sock.shutdown(socket.SHUT_RD)
+    except OSError:  # already closed: nothing to stop
+        pass
 
 
 def parse_json(body: bytes) -> Any:

@@ -89,8 +89,10 @@ class Metrics:
         os.environ[ENV] = str(path)
         metrics = cls(path, outcomes)
         # The arbiter serves no request: drop the zero-valued live gauges its creation wrote, so only
-        # workers appear in them (each worker writes its own files after the fork).
-        metrics.worker_exited(os.getpid())
+        # workers appear in them (each worker writes its own files after the fork). Its counter file
+        # stays: the arbiter counts the workers it stops for a missed heartbeat.
+        from prometheus_client import multiprocess
+        multiprocess.mark_process_dead(os.getpid(), str(path))
         return metrics
 
     def describe_bundle(self, sha256: str, sqlite_runtime: str, sqlite_built: str) -> None:

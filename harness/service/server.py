@@ -39,6 +39,7 @@ from harness.common import tokens
 from harness.common.errors import HarnessError, InputError
 from harness.common.tokens import TokenCheck
 from harness.service import settings as service_settings
+from harness.service import worker as service_worker
 from harness.service.app import GraderApp, WorkerLink
 from harness.service.bundle import ServedBundle, require_zip
 from harness.service.guard import Watchdog
@@ -109,11 +110,15 @@ def worker_hooks(app: GraderApp) -> dict[str, Any]:
     """gunicorn's server hooks, bound to ``app``: the per-worker limits and the bookkeeping."""
     settings, metrics = app.settings, app.metrics
 
+    def watchdog_fired(reason: str) -> None:
+        if reason != "heartbeat_timeout":  # the arbiter counts those, also the ones no watchdog answered
+            metrics.worker_exits.labels(reason).inc()
+
     def post_fork(server: Any, worker: Any) -> None:
         # In the new worker: its address-space ceiling, its watchdog thread, its link to the app.
         limit = settings.worker_memory_bytes
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        watchdog = Watchdog(lambda reason: metrics.worker_exits.labels(reason).inc())
+        watchdog = Watchdog(watchdog_fired)
         watchdog.start()
 
         def retire(reason: str) -> None:
@@ -130,6 +135,12 @@ def worker_hooks(app: GraderApp) -> dict[str, Any]:
             app.link.watchdog.abort("heartbeat_timeout")
 
     def child_exit(server: Any, worker: Any) -> None:
+        # In the arbiter. ``aborted``: it stopped the worker for a missed heartbeat (SIGABRT, then
+        # SIGKILL when even that went unanswered: a worker stuck in C code never runs a handler).
+        if getattr(worker, "aborted", False):
+            metrics.worker_exits.labels("heartbeat_timeout").inc()
+            log.warning("worker stopped by the arbiter: no heartbeat", extra={"event": "worker_killed",
+                        "reason": "heartbeat_timeout", "worker": worker.pid})
         metrics.worker_exited(worker.pid)
 
     def when_ready(server: Any) -> None:
@@ -140,11 +151,24 @@ def worker_hooks(app: GraderApp) -> dict[str, Any]:
             "when_ready": when_ready}
 
 
+def _count_refused(app: GraderApp) -> service_worker.OnRefused:
+    """Count and log a connection refused before its head was in (in the worker). Nothing of the head
+    is logged: it may hold the token."""
+    def refused(status: int, error: str) -> None:
+        app.metrics.errors.labels(error).inc()
+        app.metrics.requests.labels("other", str(status)).inc()
+        logging.getLogger("spider_grader.access").info(
+            "request refused before its headers were in", extra={"event": "slow_client", "status": status, "error": error})
+    return refused
+
+
 def gunicorn_options(app: GraderApp, bind: list[str], worker_tmp_dir: str | None = None) -> dict[str, Any]:
     """Every gunicorn setting the service uses, in one place."""
     settings: ServiceSettings = app.settings
     return {
-        "bind": bind, "workers": settings.workers, "worker_class": "sync", "preload_app": True,
+        "bind": bind, "workers": settings.workers, "preload_app": True,
+        # gunicorn's sync worker, but a request reaches it only once its head is in (harness.service.worker).
+        "worker_class": service_worker.configured(settings.header_timeout_s, _count_refused(app)),
         # gunicorn takes whole seconds; rounding up never makes a layer fire before the one inside it.
         "timeout": math.ceil(settings.heartbeat_timeout_s), "graceful_timeout": math.ceil(settings.graceful_timeout_s),
         "max_requests": settings.max_requests, "max_requests_jitter": settings.max_requests_jitter,

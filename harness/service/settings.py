@@ -1,6 +1,7 @@
 """Every limit and setting of the grader service, in one table (README, "Grader service").
 
-The service's layers of protection, from the inside out:
+The service's layers of protection, from the inside out (and, before any of them, a request reaches
+a worker only once its request line and headers are in, ``header_timeout_s``: harness.service.worker):
 
 1. the bundle's own step budget (``SPIDER_SCORING_BUDGET_FLOOR_STEPS``, 50 million SQLite VM steps,
    0.6 s on a quiet 2-core machine, 2026-12-01; longer when workers share cores): SQLite's progress
@@ -11,7 +12,7 @@ The service's layers of protection, from the inside out:
    the budget; so is a machine too loaded to do the budget's work in time); the arbiter forks a
    replacement at once. Either way the envelope is unscored, never a 0.0;
 3. ``heartbeat_timeout_s`` (derived): gunicorn's arbiter kills a worker that stopped reporting,
-   should the watchdog itself be stuck;
+   should the watchdog itself be stuck, and counts it;
 4. memory: ``worker_memory_bytes`` as RLIMIT_AS in every worker, ``worker_max_rss_bytes`` retires a
    worker after the request that left it that large; the container's cgroup limit outside.
 
@@ -58,6 +59,8 @@ SETTINGS = (
     ("worker_memory_bytes", "bytes", "RLIMIT_AS (address space) of every worker: an allocation past it fails"),
     ("worker_max_rss_bytes", "bytes", "a worker whose resident memory is above this after a request is retired and replaced"),
     ("graceful_timeout_s", "s", "on SIGTERM, how long in-flight requests may take to finish before workers are killed"),
+    ("header_timeout_s", "s", "a client must send its request line and headers within this time (408 after); "
+                              "until they are in, its connection waits without holding a worker"),
 )
 
 
@@ -75,6 +78,7 @@ class ServiceSettings:
     worker_memory_bytes: int = 1024 * MiB
     worker_max_rss_bytes: int = 384 * MiB
     graceful_timeout_s: float = 30.0
+    header_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         settings_table.check_positive(self, "service")

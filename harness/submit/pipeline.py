@@ -202,8 +202,8 @@ def read_split(path: Path) -> list[tuple[int, list[dict]]]:
     """(line number, messages) for every row of a chat-JSONL split; InputError names file and line."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}; {PREPARE_HINT}, or pass "
+    except (OSError, UnicodeDecodeError) as exc:  # not UTF-8: not a split prepare wrote
+        raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}; {PREPARE_HINT}, or pass "
                          "--skip-data-checks") from None
     rows = []
     for number, line in enumerate(lines, 1):

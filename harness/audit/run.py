@@ -1,0 +1,181 @@
+"""The audit: every catalogued degenerate answer of every row, scored by the bundle as the trainer calls it.
+
+For a bundle zip loaded as the trainer loads it (harness.common.bundle_loader), and the rows of
+the splits audited (from the bundle's index: id, split, database, gold):
+
+1. the gold runs once on its original database (read-only, counted steps) for its rows and width;
+2. each policy of harness.audit.catalogue makes its candidates;
+3. every distinct (database, gold, candidate) is scored once through the bundle's ``reward``
+   (train and rl rows) or ``grader`` (eval rows) ``compute_score``, with verl's keywords and the
+   row's ``db_id`` as a hint, concurrently;
+4. each candidate paid 1.0 is tried on the witnesses of its database (harness.audit.witnesses)
+   with the bundle's own ``verify``: the first fair witness on which it is a ``mismatch`` shows it
+   wrong, and the row is *hackable* by that policy. A paid candidate no fair witness tells from its
+   gold is *set aside* (it may be an equivalent rewrite: it is never counted), with the invariant a
+   witness would have to break to tell them apart, when one does;
+5. the equivalent rewrites of the corpus whose golds the rows hold (harness.audit.rewrites) are
+   scored alongside: each one not paid is a fair answer the bundle rejects.
+
+The result is a plain dict (harness.audit.report renders it and checks it against a threshold).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.audit import catalogue, report, rewrites
+from harness.audit.model import AuditRow, Finding, Scored
+from harness.audit.sqledit import Query
+from harness.audit.witnesses import WitnessSet
+from harness.common.bundle_loader import LoadedBundle, remove_unpacked
+from harness.common.errors import InputError
+from harness.emulator.calls import Call, call_score
+
+DEFAULT_SPLITS = ("rl", "eval")
+FUNCTION_FOR_SPLIT = {"train": "reward", "rl": "reward", "eval": "grader"}
+GOLD_STEPS = 50_000_000  # VM steps the gold may take here to show its rows (every gold ran within the bundle's cap)
+
+Say = Callable[[str], None]
+
+
+def index_rows(loaded: LoadedBundle, splits: tuple[str, ...]) -> list[AuditRow]:
+    """The rows of ``splits`` in the bundle's index, in index order (none, for splits prepared empty)."""
+    unknown = [s for s in splits if s not in FUNCTION_FOR_SPLIT]
+    if unknown:
+        raise InputError(f"unknown split(s) {', '.join(unknown)}: audit among {', '.join(FUNCTION_FOR_SPLIT)}")
+    return [AuditRow(str(r["id"]), str(r["split"]), str(r["db_id"]), str(r["gold"]))
+            for r in loaded.index().get("rows", []) if r.get("split") in splits]
+
+
+def gold_rows(database: Path, gold: str) -> catalogue.GoldRows:
+    """The gold's width and (up to MAX_LITERAL_ROWS + 1) rows on ``database``; rows None when it fails here."""
+    conn = sqlite3.connect("file:" + str(database.resolve()) + "?mode=ro&immutable=1", uri=True)
+    calls = [0]
+
+    def meter() -> int:
+        calls[0] += 1
+        return 1 if calls[0] * 1000 > GOLD_STEPS else 0
+
+    conn.set_progress_handler(meter, 1000)
+    try:
+        cursor = conn.execute(gold)
+        rows = tuple(cursor.fetchmany(catalogue.MAX_LITERAL_ROWS + 1))
+        return catalogue.GoldRows(len(cursor.description or ()), rows)
+    except (sqlite3.Error, OverflowError, ValueError):
+        return catalogue.GoldRows(1, None)
+    finally:
+        conn.close()
+
+
+def _tables(database: Path) -> list[str]:
+    conn = sqlite3.connect("file:" + str(database.resolve()) + "?mode=ro&immutable=1", uri=True)
+    try:
+        return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                           "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid")]
+    finally:
+        conn.close()
+
+
+def catalogue_of(loaded: LoadedBundle, rows: list[AuditRow]) -> dict[tuple[str, str], list[catalogue.Candidate]]:
+    """(db_id, gold) -> its candidates, each distinct gold made once."""
+    files = loaded.database_files()
+    tables = {db_id: _tables(path) for db_id, path in files.items()}
+    out: dict[tuple[str, str], list[catalogue.Candidate]] = {}
+    for row in rows:
+        key = (row.db_id, row.gold)
+        if key not in out:
+            out[key] = catalogue.candidates(row.gold, gold_rows(files[row.db_id], row.gold), tables[row.db_id])
+    return out
+
+
+Task = tuple[str, str, str, str]  # (function, db_id, gold, sql)
+
+
+def score_all(loaded: LoadedBundle, tasks: list[Task], threads: int) -> dict[Task, Call]:
+    """Every task scored once, concurrently, through the bundle's function as the trainer calls it."""
+    functions = {name: loaded.function(name) for name in sorted({t[0] for t in tasks})}
+
+    def one(task: Task) -> Call:
+        function, db_id, gold, sql = task
+        return call_score(functions[function], data_source="spider", solution_str=sql, ground_truth=gold,
+                          extra_info={"db_id": db_id})
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
+        return dict(zip(tasks, pool.map(one, tasks)))
+
+
+def _shown_wrong(verify: Callable, witnesses: WitnessSet, gold: str, sql: str) -> Finding:
+    """The first fair witness on which ``sql`` is a mismatch; else what the first unfair one breaks."""
+    tables = Query(gold).from_tables(None) + Query(sql).from_tables(None)
+    unfair = []
+    for witness in witnesses.witnesses(tables):
+        if witness.broken:
+            unfair.append(witness)
+        elif verify(sql, gold, str(witness.path), is_sql=True).outcome == "mismatch":
+            return Finding(witness.name)
+    for witness in unfair + [w for w in witnesses.keys_only(tables) if w.broken]:
+        if verify(sql, gold, str(witness.path), is_sql=True).outcome == "mismatch":
+            return Finding(None, tuple(str(b) for b in witness.broken))
+    return Finding()
+
+
+def judge_paid(loaded: LoadedBundle, paid: dict[str, set[tuple[str, str]]], golds: dict[str, list[str]],
+               work: Path, threads: int) -> tuple[dict[tuple[str, str, str], Finding], dict]:
+    """(db_id, gold, sql) -> its Finding for every paid pair (one thread per database), and the
+    witnesses built: how many, and how many break an invariant (by the invariant's kind)."""
+    verify = loaded.module("verify").verify
+    files = loaded.database_files()
+
+    def one_database(db_id: str) -> tuple[dict[tuple[str, str, str], Finding], WitnessSet]:
+        witnesses = WitnessSet(db_id, files[db_id], golds[db_id], work / db_id)
+        found = {(db_id, gold, sql): _shown_wrong(verify, witnesses, gold, sql) for gold, sql in sorted(paid[db_id])}
+        return found, witnesses
+
+    found: dict[tuple[str, str, str], Finding] = {}
+    built, not_built = [], {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
+        for part, witnesses in pool.map(one_database, sorted(paid)):
+            found.update(part)
+            built += witnesses.built()
+            not_built.update({f"{witnesses.db_id}: {name}": why for name, why in witnesses.not_built.items()})
+    unfair = collections.Counter(kind for w in built for kind in {b.kind for b in w.broken})
+    return found, {"witnesses": len(built), "unfair": sum(1 for w in built if w.broken), "unfair_by": dict(unfair),
+                   "not_built": not_built}
+
+
+def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, threads: int = 4,
+          say: Say = lambda line: None) -> dict:
+    """The audit document of ``loaded`` over ``splits`` (module docstring; harness.audit.report's shape)."""
+    started = time.monotonic()
+    rows = index_rows(loaded, splits)
+    made = catalogue_of(loaded, rows)
+    tasks = {(FUNCTION_FOR_SPLIT[r.split], r.db_id, r.gold, c.sql) for r in rows for c in made[(r.db_id, r.gold)]}
+    fair = rewrites.matching(rows, rewrites.load(), FUNCTION_FOR_SPLIT)
+    say(f"audit: {len(rows)} rows of {', '.join(splits)}, {sum(len(v) for v in made.values())} candidates of "
+        f"{len(made)} golds, {len(tasks)} calls, and {sum(len(v) for v in fair.values())} equivalent rewrites")
+    calls = score_all(loaded, sorted(tasks | {task for found in fair.values() for task, _kind in found}), threads)
+    paid: dict[str, set[tuple[str, str]]] = collections.defaultdict(set)
+    for (_function, db_id, gold, sql), call in calls.items():
+        if call.score == 1.0:
+            paid[db_id].add((gold, sql))
+    golds: dict[str, list[str]] = collections.defaultdict(list)
+    for row in rows:
+        golds[row.db_id].append(row.gold)
+    say(f"audit: {sum(len(v) for v in paid.values())} candidates paid 1.0 on {len(paid)} databases; "
+        "looking for witnesses")
+    work = Path(tempfile.mkdtemp(prefix="audit-witnesses-"))
+    try:
+        judged, witnesses = judge_paid(loaded, paid, golds, work, threads)
+    finally:
+        remove_unpacked(work)
+    results = [(row, [Scored(c, calls[(FUNCTION_FOR_SPLIT[row.split], row.db_id, row.gold, c.sql)],
+                             judged.get((row.db_id, row.gold, c.sql))) for c in made[(row.db_id, row.gold)]])
+               for row in rows]
+    doc = report.document(loaded, results, splits, {"calls": len(calls), **witnesses}, time.monotonic() - started)
+    return {**doc, "rewrites": rewrites.section(fair, calls, splits)}

@@ -1,0 +1,85 @@
+"""`audit`: which rows a degenerate answer is paid on, by the bundle as the trainer calls it (docs/audit.md).
+
+    python3 -m harness audit [--data out] [--zip ZIP] [--splits rl,eval] [--json FILE] [--max-hackable 0.05]
+
+Audits the bundle zip (``--zip``, default ``DATA/spider-scoring.zip``; when that is missing, the
+prepared folder's staged ``DATA/bundle/``, packed as ``pack`` packs it) over the rows of the
+splits named (from the bundle's index, so a zip alone is enough). Prints the table and exits 1
+(VerificationFailed) when the share of hackable rows of a split is over ``--max-hackable``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from harness.audit import entry, report
+from harness.audit import run as audit_run
+from harness.commands import options
+from harness.common.errors import InputError, VerificationFailed
+from harness.common.files import atomic_write_bytes
+from harness.common.layout import PREPARE_HINT, Prepared
+
+
+def share(text: str) -> float:
+    """A share given as a fraction (0.05) or a percentage (5%), between 0 and 1."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share: give a fraction (0.05) or a percentage (5%)") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1 (0% and 100%)")
+    return value
+
+
+def splits_of(text: str) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    unknown = [s for s in chosen if s not in audit_run.FUNCTION_FOR_SPLIT]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"{text!r}: give split names among {', '.join(audit_run.FUNCTION_FOR_SPLIT)}, "
+                                         "separated by commas")
+    return chosen
+
+
+def add_max_hackable(parser: argparse.ArgumentParser) -> None:
+    """``--max-hackable SHARE``: shared by `audit` and `verify`, one meaning in both."""
+    parser.add_argument("--max-hackable", type=share, default=report.DEFAULT_THRESHOLD, metavar="SHARE",
+                        help="fail when a split has more hackable rows than this share, as a fraction or a "
+                             f"percentage (default {100 * report.DEFAULT_THRESHOLD:.0f}%%; docs/audit.md)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.add_data(parser)
+    options.add_zip(parser, "the bundle zip to audit (when missing, the prepared folder's staged bundle, packed)")
+    parser.add_argument("--splits", type=splits_of, default=audit_run.DEFAULT_SPLITS, metavar="SPLITS",
+                        help=f"splits whose rows are audited, comma-separated (default {','.join(audit_run.DEFAULT_SPLITS)})")
+    options.add_threads(parser, "concurrent scoring calls", default=4)
+    add_max_hackable(parser)
+    options.add_json(parser, "the audit (every hackable and set-aside row)")
+
+
+def audit_document(args: argparse.Namespace) -> dict:
+    """The audit of ``--zip``, else of the prepared folder's zip, else of its staged bundle."""
+    zip_path: Path = options.zip_of(args)
+    if zip_path.is_file():
+        return entry.audit_zip(zip_path, args.splits, threads=args.threads, say=print)
+    staged = Prepared(args.data).staged
+    if args.zip is None and (staged / "data" / "index.json").is_file():
+        return entry.audit_staged(staged, args.splits, threads=args.threads, say=print)
+    raise InputError(f"the bundle zip {zip_path} does not exist: pack it (`make pack`), or {PREPARE_HINT}")
+
+
+def run(args: argparse.Namespace) -> int:
+    doc = audit_document(args)
+    if not any(split["rows"] for split in doc["splits"].values()):
+        raise InputError(f"the bundle holds no row of {', '.join(args.splits)}: nothing to audit; prepare those "
+                         "splits (`make bundle`) or name others with --splits")
+    print("\n".join(report.render(doc)))
+    if args.json is not None:
+        atomic_write_bytes(args.json, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    over = report.problems(doc, args.max_hackable)
+    if over:
+        raise VerificationFailed("; ".join(over) + ": see docs/audit.md (close the holes, or leave the hackable rl rows "
+                                 "out with prepare --drop-hackable)")
+    return 0

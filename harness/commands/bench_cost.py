@@ -1,0 +1,157 @@
+"""The cost model's figures for `bench`: CPU time per budget unit, hostile and generated queries
+against the real Spider golds (docs/bundle.md, "Cost model").
+
+A budget unit is one SQLite VM step, or one step's worth of a charged function's work. What the
+budget promises is that a query within it costs at most a small multiple of what real golds cost
+per unit, whatever it hides inside one step. Three figures, each the CPU time of this thread
+divided by the units counted, best of a few runs:
+
+1. the real golds: every distinct gold of Spider's train and dev that counts at least
+   ``MIN_UNITS`` (below that, preparing and fetching dominate): the median and the costliest;
+2. the hostile suite (fixtures/hostile/cases.json): every case that counts at least ``MIN_UNITS``;
+3. a generated family of "one costly step per row" queries: a recursive CTE whose every row
+   applies an operator or function to a value of the largest size the cap allows, for every
+   operator and value kind in ``OPERATORS`` and ``VALUES``, run up to ``FAMILY_BUDGET`` units.
+
+Printed: the worst of 2 and 3 as a multiple of the costliest gold (target: at most
+``TARGET_MULTIPLE``), and what a query at the largest budget a real gold gets would cost here.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bundle import sql_guard
+from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+from bundle.verify import verify
+from harness.emulator import hostile
+
+MIN_UNITS = 100_000
+FAMILY_BUDGET = 3_000_000
+TARGET_MULTIPLE = 3.0
+TERMS = 20  # operator applications per generated row
+
+# Value kinds at the largest size a value may have (half the cap: the CTE's record holds it and a counter).
+VALUES = {
+    "letters": "replace(hex(zeroblob({half})), '0', 'a')",
+    "digits": "replace(hex(zeroblob({half})), '0', '1')",
+    "spaces": "replace(hex(zeroblob({half})), '0', ' ')",
+    "exponent": "'1' || replace(hex(zeroblob({half} - 2)), '0', '0') || 'e5'",
+    "accents": "replace(hex(zeroblob({quarter})), '0', 'é')",
+    "blob": "zeroblob({size})",
+}
+# Operators and functions applied once per term; {j} makes each term different.
+OPERATORS = {
+    "add": "s + {j} < 0", "multiply": "s * {j} < 0", "cast integer": "CAST(s AS INTEGER) = {j}",
+    "cast real": "CAST(s AS REAL) = {j}", "cast numeric": "CAST(s AS NUMERIC) = {j}",
+    "compare": "s < (s || '{j}')", "nocase": "s = (s || '{j}') COLLATE NOCASE",
+    "rtrim collation": "s = ('{j}' || s) COLLATE RTRIM", "concatenate": "length(s || '{j}') = 0",
+    "in list": "s IN ('{j}', s || 'x')", "max": "max(s, s || '{j}') = ''", "round": "round(s, 2) = {j}",
+    "upper": "upper(s) = '{j}'", "length": "length(s) = {j}", "quote": "quote(s) = '{j}'",
+    "substr": "substr(s, {j}) = ''", "like": "s LIKE ('%' || substr(s, 1, 200) || '{j}')",
+    "glob class": "s GLOB ('*[' || substr(s, 1, 200) || ']{j}')", "instr": "instr(s, substr(s, 1, 100) || '{j}') > 0",
+    "replace": "replace(s, substr(s, 1, 100) || 'b', '{j}') = ''", "trim set": "trim(s, 'bcdefgh{j}') = ''",
+    "hex": "hex(substr(s, 1, 200)) = '{j}'", "date": "date(s, '+{j} days') IS NULL",
+}
+
+
+def _ns_per_unit(run, repeat: int) -> tuple[float, int, str]:
+    """(CPU ns per unit, units, outcome) of ``run() -> (units, outcome)``: the least CPU of ``repeat`` runs."""
+    best, units, outcome = float("inf"), 0, ""
+    for _ in range(repeat):
+        started = time.thread_time()
+        units, outcome = run()
+        best = min(best, time.thread_time() - started)
+    return 1e9 * best / max(units, 1), units, outcome
+
+
+def _query(db: Path, sql: str, limits: Limits, budget: int):
+    def run() -> tuple[int, str]:
+        try:
+            return sql_guard.run_query(str(db), sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s,
+                                       fresh=True).steps, "ran"
+        except sql_guard.QueryFailed as failed:
+            return failed.steps, failed.kind
+    return run
+
+
+def golds(steps: list[tuple[int, str, str, Path]], repeat: int, limits: Limits = DEFAULT_LIMITS) -> dict:
+    """CPU per unit of every gold counting at least MIN_UNITS (``steps`` from bench_budget.calibrate)."""
+    measured = []
+    for units, db_id, gold, db in steps:
+        if units >= MIN_UNITS:
+            ns, _units, _outcome = _ns_per_unit(_query(db, gold, limits, limits.gold_max_steps), repeat)
+            measured.append((ns, units, db_id, gold))
+    measured.sort(reverse=True)
+    sql_guard.forget_connections()
+    top = measured[0]
+    return {"golds": len(measured), "median_ns": statistics.median(m[0] for m in measured), "costliest_ns": top[0],
+            "costliest_units": top[1], "costliest_db": top[2], "costliest_gold": top[3][:100]}
+
+
+def hostile_cases(db: Path, gold: str, repeat: int, limits: Limits = DEFAULT_LIMITS) -> list[dict]:
+    """CPU per unit of each hostile case that counts at least MIN_UNITS, through verify()."""
+    out = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for case in hostile.load_cases(hostile.first_table(db), scratch):
+            def run(case: hostile.HostileCase = case) -> tuple[int, str]:
+                verdict = verify(case.text, gold, str(db), is_sql=case.is_sql, limits=limits)
+                return verdict.steps or 0, verdict.outcome
+            ns, units, outcome = _ns_per_unit(run, repeat)
+            if units >= MIN_UNITS:
+                out.append({"id": case.id, "ns_per_unit": ns, "units": units, "outcome": outcome})
+    sql_guard.forget_connections()
+    return sorted(out, key=lambda c: -c["ns_per_unit"])
+
+
+def family_query(operator: str, value: str, limits: Limits = DEFAULT_LIMITS) -> str:
+    """One generated query: every row of a recursive CTE applies ``operator`` TERMS times to ``value``."""
+    size = int(limits.max_cell_bytes) - 16
+    s = VALUES[value].format(size=size, half=size // 2, quarter=size // 4)
+    terms = " + ".join(f"({OPERATORS[operator].format(j=j)})" for j in range(TERMS))
+    return (f"WITH RECURSIVE n(i, s) AS (SELECT 1, {s} UNION ALL SELECT i + 1, s FROM n) "
+            f"SELECT count(*) FROM n WHERE {terms} < -1")
+
+
+def family(db: Path, repeat: int, limits: Limits = DEFAULT_LIMITS) -> list[dict]:
+    out = []
+    for operator in OPERATORS:
+        for value in VALUES:
+            ns, units, outcome = _ns_per_unit(_query(db, family_query(operator, value, limits), limits, FAMILY_BUDGET),
+                                              repeat)
+            if units >= MIN_UNITS:
+                out.append({"operator": operator, "value": value, "ns_per_unit": ns, "units": units, "outcome": outcome})
+    sql_guard.forget_connections()
+    return sorted(out, key=lambda c: -c["ns_per_unit"])
+
+
+def run(steps: list[tuple[int, str, str, Path]], db: Path, gold: str, repeat: int,
+        limits: Limits = DEFAULT_LIMITS) -> dict:
+    real = golds(steps, repeat, limits)
+    cases, generated = hostile_cases(db, gold, repeat, limits), family(db, repeat, limits)
+    worst = max([(c["ns_per_unit"], f"hostile {c['id']}") for c in cases] +
+                [(g["ns_per_unit"], f"generated {g['operator']} on {g['value']}") for g in generated])
+    largest_budget = limits.budget_steps(max(s[0] for s in steps))
+    return {"golds": real, "hostile": cases, "family": generated, "worst_ns": worst[0], "worst": worst[1],
+            "multiple": worst[0] / real["costliest_ns"], "largest_budget": largest_budget,
+            "worst_seconds_at_largest_budget": worst[0] * largest_budget / 1e9,
+            "worst_seconds_at_floor": worst[0] * limits.budget_floor_steps / 1e9}
+
+
+def print_figures(f: dict) -> None:
+    g = f["golds"]
+    print("cost model           CPU per budget unit (one VM step or one step's worth of a charged function)")
+    print(f"  real golds         {g['golds']} golds of >= {MIN_UNITS:,} units: median {g['median_ns']:.1f} ns, "
+          f"costliest {g['costliest_ns']:.1f} ns ({g['costliest_db']}, {g['costliest_units']:,} units)")
+    top = f["hostile"][:3]
+    print(f"  hostile suite      {len(f['hostile'])} cases counted; costliest: "
+          + ", ".join(f"{c['id']} {c['ns_per_unit']:.1f} ns" for c in top))
+    print(f"  generated family   {len(f['family'])} queries ({len(OPERATORS)} operators x {len(VALUES)} values); costliest: "
+          + ", ".join(f"{c['operator']} on {c['value']} {c['ns_per_unit']:.1f} ns" for c in f["family"][:3]))
+    print(f"  worst              {f['worst']} {f['worst_ns']:.1f} ns: {f['multiple']:.2f} x the costliest gold "
+          f"(target <= {TARGET_MULTIPLE:g}); a query at the floor budget costs at most "
+          f"{f['worst_seconds_at_floor']:.1f} s here, at the largest budget a real gold gets "
+          f"({f['largest_budget']:,} units) {f['worst_seconds_at_largest_budget']:.1f} s")
