@@ -16,7 +16,8 @@ neighbour built (``neighbour_proof``), at ``prepare``, in verification and in th
   often than the original repeats one; where one column determines another in the original on
   several repeated values (a region its continent), it still does; a value one original row holds
   in two text columns is held in both or neither (a type whose code and description are both 'CV');
-* a table with rows keeps rows.
+* a table with rows keeps rows, none of them wider than the original's widest or ROOMY_ROW
+  bytes (so that a neighbour's record fits the scorer's record cap wherever the original's do).
 
 All facts are read with SQL, so a neighbour is judged exactly as its original was (collations,
 affinities). Standard library only.
@@ -37,6 +38,7 @@ NEAR_UNIQUE = 0.8  # share of distinct values above which a column's values are 
 MINE_MAX_DISTINCT = 20_000  # columns with more distinct values are not searched for undeclared inclusions
 DEPENDENCY_SUPPORT = 3  # repeated values of a column needed before "it determines another" counts
 DEPENDENCY_MIN_ROWS = 10
+ROOMY_ROW = 320  # bytes a neighbour's row may always take (the scorer caps a record at max_cell_bytes, 512)
 
 
 def quote(name: str) -> str:
@@ -84,6 +86,13 @@ class TableFacts:
     depends: tuple[tuple[str, str], ...] = ()  # (a, b): a determines b (region -> continent), with support
     paired: tuple[tuple[str, str, tuple], ...] = ()  # (a, b, values): a row holding one of them in a or b holds
     # it in both (a type whose code and description are both 'CV')
+    widest: int = 0  # the longest row's bytes (``width``): no row is longer (``room``)
+
+    @property
+    def room(self) -> int:
+        """The widest row a neighbour may hold: the original's, or ROOMY_ROW bytes where that is more
+        (well under the scorer's record cap, so that a row of the neighbour reads where the original's do)."""
+        return max(self.widest, ROOMY_ROW)
 
     def column(self, name: str) -> ColumnFacts:
         return next(c for c in self.columns if c.name.lower() == name.lower())
@@ -243,7 +252,31 @@ def _table_facts(conn: sqlite3.Connection, name: str) -> TableFacts:
         columns.append(ColumnFacts(col, r[2] or "", _kinds(conn, name, col), present < rows, unique, most, near,
                                    tuple(sorted(found or ()))))
     key = tuple(r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5]))
-    return TableFacts(name, rows, tuple(columns), key, _dependencies(conn, name, columns), _paired(conn, name, columns))
+    return TableFacts(name, rows, tuple(columns), key, _dependencies(conn, name, columns), _paired(conn, name, columns),
+                      widest(conn, name, [c.name for c in columns]))
+
+
+def width_sql(columns: list[str]) -> str:
+    """A row's width: the bytes its values take written out (a text's UTF-8, a number's digits)."""
+    return " + ".join(f"coalesce(length(CAST({quote(c)} AS BLOB)), 0)" for c in columns) or "0"
+
+
+def widest(conn: sqlite3.Connection, table: str, columns: list[str]) -> int:
+    return _scalar(conn, f"SELECT max({width_sql(columns)}) FROM {quote(table)}")
+
+
+def _written(value: object) -> int:
+    if isinstance(value, (bytes, bytearray)):
+        return len(value)
+    if isinstance(value, float):
+        text = format(value, ".15g")  # SQLite writes a real with 15 digits, an integral one with '.0'
+        return len(text) + (2 if text.lstrip("-").isdigit() else 0)
+    return len(str(value).encode("utf-8", "surrogateescape"))
+
+
+def width(row: tuple | list) -> int:
+    """``width_sql`` of a row in Python (values not yet stored are written as they will be)."""
+    return sum(_written(v) for v in row if v is not None)
 
 
 def _paired(conn: sqlite3.Connection, table: str, columns: list[ColumnFacts]) -> tuple[tuple[str, str, tuple], ...]:
@@ -397,7 +430,8 @@ def to_json(profile: Profile) -> dict:
         return {"name": c.name, "declared": c.declared, "kinds": list(c.kinds), "nulls": c.nulls, "unique": c.unique,
                 "max_repeat": c.max_repeat, "near_unique": c.near_unique, "shapes": list(c.shapes)}
     return {"tables": [{"name": t.name, "rows": t.rows, "key": list(t.key), "columns": [column(c) for c in t.columns],
-                        "depends": [list(d) for d in t.depends], "paired": [[a, b, list(v)] for a, b, v in t.paired]}
+                        "depends": [list(d) for d in t.depends], "paired": [[a, b, list(v)] for a, b, v in t.paired],
+                        "widest": t.widest}
                        for t in profile.tables],
             "links": [{"child": k.child, "child_columns": list(k.child_columns), "parent": k.parent,
                        "parent_columns": list(k.parent_columns), "declared": k.declared, "total": k.total}
@@ -410,7 +444,7 @@ def from_json(data: dict) -> Profile:
         ColumnFacts(c["name"], c["declared"], tuple(c["kinds"]), bool(c["nulls"]), bool(c["unique"]),
                     int(c["max_repeat"]), bool(c["near_unique"]), tuple(c["shapes"])) for c in t["columns"]),
         tuple(t["key"]), tuple((a, b) for a, b in t.get("depends", ())),
-        tuple((a, b, tuple(v)) for a, b, v in t.get("paired", ()))) for t in data["tables"])
+        tuple((a, b, tuple(v)) for a, b, v in t.get("paired", ())), int(t.get("widest", 0))) for t in data["tables"])
     links = tuple(Link(k["child"], tuple(k["child_columns"]), k["parent"], tuple(k["parent_columns"]),
                        bool(k["declared"]), bool(k["total"])) for k in data["links"])
     return Profile(tables, links, tuple(data.get("dropped", ())))

@@ -134,8 +134,10 @@ class Linker(Plan):
         return draw.choice(open_) if open_ else draw.choice(choices)
 
     def _complete(self, name: str, rows: list[list]) -> list[list]:
-        """The rows that could be completed, without those whose primary key is taken (the schema refuses them)."""
-        rows = [r for r in rows if DROP not in r]
+        """The rows that could be completed, no wider than a row may be (``TableFacts.room``: the scorer
+        caps records), without those whose primary key is taken (the schema refuses them)."""
+        room = self.facts[name].room
+        rows = [r for r in rows if DROP not in r and inv.width(r) <= room]
         key = self.facts[name].key
         if len(key) < 2:
             return rows
@@ -149,7 +151,6 @@ class Linker(Plan):
                 out.append(row)
         return out
 
-    # -- the file ---------------------------------------------------------------------------------
 
 
 def repair(conn: sqlite3.Connection, profile: inv.Profile, rounds: int = 20) -> None:

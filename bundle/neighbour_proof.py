@@ -45,6 +45,10 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
         for a, b in table.depends:
             if b.lower() not in repeats_allowed and inv.determined(conn, table.name, a, b):
                 out.append(f"{table.name}: {a} no longer determines {b} as in the original")
+        wide = inv.widest(conn, table.name, [c.name for c in table.columns])
+        if wide > table.room:
+            out.append(f"{table.name}: a row of {wide} bytes, wider than {table.room} (the original's widest has "
+                       f"{table.widest})")
         for pair in table.paired:
             if inv.split_pairs(conn, table.name, pair):
                 out.append(f"{table.name}: a value {pair[0]} and {pair[1]} share in the original is in one of them only")

@@ -106,6 +106,7 @@ BREAKS = [
     pytest.param("UPDATE country SET continent = 'Asia' WHERE id = 1", "no longer determines", id="a region in two continents"),
     pytest.param("UPDATE kind SET description = 'Resume' WHERE code = 'CV'", "share in the original", id="a shared value split"),
     pytest.param("DELETE FROM visit", "no rows", id="a table emptied"),
+    pytest.param("UPDATE city SET name = printf('%.400c', 'x') WHERE id = 4", "wider than", id="a row too wide"),
 ]
 
 
