@@ -18,7 +18,8 @@ For one original database and its golds (``distil``):
    (a target is separated where its rows differ from the gold's), counting also each gold it gives
    a non-empty result where none had one yet; stop when nothing is gained or at ``max_keep``.
    Where the kept ones separate less than ``enough`` of the targets, another round of
-   ``candidates`` is built, up to ``max_candidates`` (the cost is per database, at build time).
+   ``candidates`` is built, while a round adds at least ``min_gain`` and up to ``max_candidates``
+   (the cost is per database, at build time).
 
 Deterministic: the same original, golds and seed give the same files, byte for byte.
 """
@@ -26,7 +27,6 @@ Deterministic: the same original, golds and seed give the same files, byte for b
 from __future__ import annotations
 
 import dataclasses
-import random
 import shutil
 from pathlib import Path
 
@@ -122,11 +122,11 @@ def constant_answer(raw: sql_guard.RawResult) -> str | None:
 
 
 def _targets(original: Path, gold: str, here: gold_results.GoldResult, columns: list[str], settings: Settings,
-             rng: random.Random, limits: Limits) -> tuple[list[str], list[str]]:
+             draw: Draw, limits: Limits) -> tuple[list[str], list[str]]:
     """(variants the original cannot tell from ``gold``, constant answers it accepts)."""
     found = variants(gold, columns)
     if len(found) > settings.variants_per_gold:
-        found = rng.sample(found, settings.variants_per_gold)
+        found = draw.shuffled(found)[:settings.variants_per_gold]
     same = [v for v in found if _same(original, v, here, limits)]
     raw = _run(original, gold, limits)
     constant = constant_answer(raw) if raw is not None else None
@@ -212,22 +212,12 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
         except sql_guard.QueryFailed:
             pass  # Spider's few broken golds: prepare leaves them out
     columns = sorted({c.name for t in profile.tables for c in t.columns})
-    rng = random.Random(_candidate_seed(settings, db_id, -1))
-    targets = {g: _targets(original, g, r, columns, settings, rng, limits) for g, r in originals.items()}
+    draw = Draw(_candidate_seed(settings, db_id, -1))
+    targets = {g: _targets(original, g, r, columns, settings, draw, limits) for g, r in originals.items()}
     focus = dataclasses.replace(focus_for(golds, profile), max_rows=settings.max_rows)
     fuzzers = [Fuzzer(source, profile, dataclasses.replace(focus, **plan)) for plan in PLANS]
     work.mkdir(parents=True, exist_ok=True)
-    all_targets = {(g, t) for g, (same, consts) in targets.items() for t in same + consts}
-    evaluated: list[Candidate] = []
-    chosen: list[int] = []
-    while len(evaluated) < settings.max_candidates:
-        for i in range(len(evaluated), len(evaluated) + settings.candidates):
-            evaluated.append(evaluate(fuzzers[i % len(fuzzers)], work / f"candidate-{i:03d}.sqlite",
-                                      Draw(_candidate_seed(settings, db_id, i)), originals, targets, limits))
-        chosen = _choose(evaluated, originals, settings)
-        covered = set().union(*(evaluated[i].separated for i in chosen)) if chosen else set()
-        if len(covered & all_targets) >= settings.enough * len(all_targets):
-            break
+    evaluated, chosen = _rounds(db_id, fuzzers, originals, targets, settings, work, limits)
     files = []
     for rank, index in enumerate(chosen):
         dest = work / "kept" / f"{db_id}-{rank + 1}.sqlite"
@@ -235,12 +225,34 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
         shutil.copyfile(evaluated[index].path, dest)
         files.append(dest)
     sql_guard.forget_connections()
+    all_targets = {(g, t) for g, (same, consts) in targets.items() for t in same + consts}
     covered = set().union(*(evaluated[i].separated for i in chosen)) if chosen else set()
     constants = {(g, t) for g, (_same_list, consts) in targets.items() for t in consts}
     return Distilled(db_id, files, {g: [evaluated[i].golds.get(g) for i in chosen] for g in golds}, originals, profile,
                      focus.grouped, len(all_targets - constants), len((covered & all_targets) - constants),
                      len(constants), len(covered & constants), len(evaluated),
                      sum(c.refused for c in evaluated), sum(len(evaluated[i].unjudged) for i in chosen))
+
+
+def _rounds(db_id: str, fuzzers: list[Fuzzer], originals: dict[str, gold_results.GoldResult],
+            targets: dict[str, tuple[list[str], list[str]]], settings: Settings, work: Path,
+            limits: Limits) -> tuple[list[Candidate], list[int]]:
+    """Rounds of candidates, each chosen from anew, until the kept ones separate ``enough`` of the
+    targets, a round adds fewer than ``min_gain``, or ``max_candidates`` are built."""
+    all_targets = {(g, t) for g, (same, consts) in targets.items() for t in same + consts}
+    evaluated: list[Candidate] = []
+    chosen: list[int] = []
+    before = -1
+    while len(evaluated) < settings.max_candidates:
+        for i in range(len(evaluated), len(evaluated) + settings.candidates):
+            evaluated.append(evaluate(fuzzers[i % len(fuzzers)], work / f"candidate-{i:03d}.sqlite",
+                                      Draw(_candidate_seed(settings, db_id, i)), originals, targets, limits))
+        chosen = _choose(evaluated, originals, settings)
+        covered = len(set().union(*(evaluated[i].separated for i in chosen)) & all_targets) if chosen else 0
+        if covered >= settings.enough * len(all_targets) or covered - before < settings.min_gain:
+            break
+        before = covered
+    return evaluated, chosen
 
 
 def _choose(candidates: list[Candidate], originals: dict[str, gold_results.GoldResult],
