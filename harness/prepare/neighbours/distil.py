@@ -19,7 +19,10 @@ For one original database and its golds (``distil``):
    a non-empty result where none had one yet; stop when nothing is gained or at ``max_keep``.
    Where the kept ones separate less than ``enough`` of the targets, another round of
    ``candidates`` is built, while a round adds at least ``min_gain`` and up to ``max_candidates``
-   (the cost is per database, at build time).
+   (the cost is per database, at build time);
+5. each gold is judged on the kept neighbours that separate one of its look-alikes (or give it
+   rows it lacks), or on the first it may be judged on where none does: a check costs the reward a
+   run on every match.
 
 Deterministic: the same original, golds and seed give the same files, byte for byte.
 """
@@ -168,6 +171,10 @@ class Candidate:
     unjudged: set[str]  # golds whose presupposition it breaks (neighbour_proof.judges): not judged here
     refused: bool = False  # it breaks an invariant: never used
 
+    @property
+    def separated_golds(self) -> set[str]:
+        return {gold for gold, _target in self.separated}
+
 
 def evaluate(fuzzer: Fuzzer, path: Path, draw: Draw, originals: dict[str, gold_results.GoldResult],
              targets: dict[str, tuple[list[str], list[str]]], limits: Limits) -> Candidate:
@@ -228,10 +235,29 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
     all_targets = {(g, t) for g, (same, consts) in targets.items() for t in same + consts}
     covered = set().union(*(evaluated[i].separated for i in chosen)) if chosen else set()
     constants = {(g, t) for g, (_same_list, consts) in targets.items() for t in consts}
-    return Distilled(db_id, files, {g: [evaluated[i].golds.get(g) for i in chosen] for g in golds}, originals, profile,
+    return Distilled(db_id, files, _judged_on([evaluated[i] for i in chosen], golds, originals), originals, profile,
                      focus.grouped, len(all_targets - constants), len((covered & all_targets) - constants),
                      len(constants), len(covered & constants), len(evaluated),
                      sum(c.refused for c in evaluated), sum(len(evaluated[i].unjudged) for i in chosen))
+
+
+def _judged_on(kept: list[Candidate], golds: list[str],
+               originals: dict[str, gold_results.GoldResult]) -> dict[str, list[gold_results.GoldResult | None]]:
+    """Each gold's result on each kept neighbour, None where the gold is not judged there: where it
+    may not be (``evaluate``), or where that neighbour separates none of its look-alikes nor gives it
+    rows it lacks, unless no other neighbour does either (a check costs a run on every match)."""
+    out = {}
+    for gold in golds:
+        per = [c.golds.get(gold) for c in kept]
+        useful = [gold in c.separated_golds or (gold in originals and not originals[gold].shape.rows
+                                                and gold in c.non_empty) for c in kept]
+        if any(useful):
+            per = [r if u else None for r, u in zip(per, useful)]
+        else:
+            first = next((k for k, r in enumerate(per) if r is not None), None)
+            per = [r if k == first else None for k, r in enumerate(per)]
+        out[gold] = per
+    return out
 
 
 def _rounds(db_id: str, fuzzers: list[Fuzzer], originals: dict[str, gold_results.GoldResult],
