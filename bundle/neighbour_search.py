@@ -18,7 +18,9 @@ generates further databases for that very pair, one at a time (``search``):
   first database where the rows differ, or where the prediction fails or is over a cap, decides:
   the verdict names it (``search database 3 of concert_singer``);
 * the work is counted: at most ``search_databases`` databases, and ``search_steps`` SQLite VM
-  steps for the gold's and the prediction's runs together. When the budget ends, the match stands.
+  steps for the gold's and the prediction's runs together. When the budget ends, the match stands;
+  a prediction stopped by the search's budget rather than its own is never a mismatch. The
+  wall-clock guard firing is unscored, as everywhere.
 
 A prediction whose text is the gold's (whitespace aside) is not searched: it cannot differ.
 The databases are written to a private temporary folder (one file per thread and seed, removed
@@ -65,7 +67,7 @@ PLANS: tuple[dict, ...] = (
     {"max_rows": 60, "scale": (0.8, 2.0)},
 )
 DECISIVE = (verify_mod.MISMATCH, verify_mod.PREDICTION_ERROR, verify_mod.PREDICTION_OVER_CAP,
-            verify_mod.PREDICTION_OVER_BUDGET)
+            verify_mod.PREDICTION_OVER_BUDGET)  # the answer's own fault on a fair database: it decides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,43 +111,48 @@ def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limi
         return verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", 0, 0)
     base = focus(task, sql)
     fuzzers = [Fuzzer(task.source, task.profile, dataclasses.replace(base, **plan)) for plan in PLANS]
-    steps = 0
-    for attempt in range(int(limits.search_databases)):
-        name = f"search database {attempt + 1} of {task.db_id}"
-        text = seed(task, sql, attempt)
+    steps = tried = 0
+    while tried < limits.search_databases and steps < limits.search_steps:
+        name = f"search database {tried + 1} of {task.db_id}"
+        text = seed(task, sql, tried)
         path = os.path.join(_folder(), f"{threading.get_ident()}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.sqlite")
         try:
-            if fuzzers[attempt % len(fuzzers)].build(path, Draw(text)):
-                continue  # it breaks an invariant: never used (neighbour_proof), the attempt is spent
-            left = int(limits.search_steps) - steps
-            there = _judge(task, path, sql, original, limits, left)
+            refused = fuzzers[tried % len(fuzzers)].build(path, Draw(text))
+            there = None if refused else _judge(task, path, sql, original, limits, limits.search_steps - steps)
         finally:
             _remove(path)
+        tried += 1
         if there is None:
-            continue
-        judged, gold_steps = there
-        steps += gold_steps + judged.steps
-        if judged.outcome == verify_mod.MATCH:
-            if steps >= limits.search_steps:
-                break
-            continue
-        stopped_by_search = judged.outcome == verify_mod.PREDICTION_OVER_BUDGET and \
-            left - gold_steps < limits.budget_steps(gold_steps)
-        if judged.outcome in DECISIVE and not stopped_by_search:
-            return verify_mod.Searched(name, judged.outcome, judged.score, f"on {name}: {judged.detail}",
-                                       attempt + 1, steps)
-        if judged.outcome in verify_mod.UNSCORED:
-            return verify_mod.Searched(name, judged.outcome, None, f"on {name}: {judged.detail}", attempt + 1, steps)
-        break
-    return verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", min(attempt + 1, int(limits.search_databases)), steps)
+            continue  # it breaks an invariant, or the gold cannot judge it: the attempt is spent
+        outcome, detail, score, used = there
+        steps += used
+        if outcome in DECISIVE or outcome in verify_mod.UNSCORED:
+            return verify_mod.Searched(name, outcome, score, f"on {name}: {detail}", tried, steps)
+        if outcome != verify_mod.MATCH:
+            break  # the search's own budget ended inside this database: the match stands
+    return verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", tried, steps)
+
+
+_BUDGET_ENDED = "search budget ended"
 
 
 def _judge(task: Task, path: str, sql: str, original: gold_results.GoldResult, limits: Limits,
-           left: int) -> tuple[verify_mod.Judged, int] | None:
-    """The prediction judged on one database and the gold's steps there; None where the gold cannot judge."""
+           left: int) -> tuple[str, str, float | None, int] | None:
+    """(outcome, detail, score, steps used) on one database; None where the gold cannot judge it.
+
+    The gold's runs and the prediction's may take ``left`` steps together; stopped by that (rather
+    than by the prediction's own budget), the outcome is ``_BUDGET_ENDED``. The wall-clock guard
+    or a broken file is unscored, as everywhere.
+    """
     try:
-        gold = verify_mod.gold_result(task.gold, path, limits)
-    except sql_guard.QueryFailed:
+        gold = verify_mod.gold_result(task.gold, path, limits.replace(gold_max_steps=max(left, 1)))
+    except sql_guard.QueryFailed as failed:
+        if failed.kind in (sql_guard.WALL_GUARD, sql_guard.INFRASTRUCTURE):
+            outcome = verify_mod.INFRASTRUCTURE_TIMEOUT if failed.kind == sql_guard.WALL_GUARD else \
+                verify_mod.INFRASTRUCTURE_ERROR
+            return outcome, f"the gold: {failed.detail}", None, failed.steps
+        if failed.kind == sql_guard.OVER_BUDGET:
+            return _BUDGET_ENDED, "", 1.0, left
         return None  # the gold fails here (a value it cannot handle): this database cannot judge it
     if neighbour_proof.judges(original, gold):
         return None  # a question that does not arise here: nothing matches, or "the lowest" is unknown
@@ -155,7 +162,12 @@ def _judge(task: Task, path: str, sql: str, original: gold_results.GoldResult, l
             return None  # the gold lists by a name that repeats here: it would be judged, not the answer
     finally:
         conn.close()
-    return verify_mod.judge(path, sql, gold, limits, neighbour=True, max_steps=max(left - gold.steps, 1)), gold.steps
+    cap = max(left - gold.steps, 1)
+    judged = verify_mod.judge(path, sql, gold, limits, neighbour=True, max_steps=cap)
+    used = gold.steps + judged.steps
+    if judged.outcome == verify_mod.PREDICTION_OVER_BUDGET and cap < limits.budget_steps(gold.steps):
+        return _BUDGET_ENDED, "", 1.0, used  # stopped by the search's budget, not its own
+    return judged.outcome, judged.detail, judged.score, used
 
 
 _MEMO_MAX = 8_192
