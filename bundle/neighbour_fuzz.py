@@ -131,7 +131,7 @@ class Fuzzer(Linker):
             if template is not None and not named and all(row[j] == template[j] for j, c in enumerate(columns)
                                                           if c.name):
                 self._remember(name, template, row)  # the same entity: its children follow it
-            elif any(c.name for c in columns):
+            elif twin is None and any(c.name for c in columns):
                 for j, col in enumerate(columns):  # another entity: it takes no parent of the original row's
                     if col.facts.name.lower() in linked:
                         row[j] = NEW
@@ -177,22 +177,24 @@ class Fuzzer(Linker):
                     continue
             out.append((order[i], {}))
         if self.focus.twins:
-            out += self._twins(name, out, new, draw)
+            out += self._twins(name, out)
         return out
 
-    def _twins(self, name: str, drawn: list[tuple[tuple | None, dict]], new: dict, draw: Draw) -> list:
+    def _twins(self, name: str, drawn: list[tuple[tuple | None, dict]]) -> list:
         """A second entity named by each literal that names one drawn (a second 'Kyle'), where the
-        original repeats names in that column: a query assuming the name unique then shows."""
-        columns, sample = self.columns[name], self.sample[name]
+        original repeats names in that column: a query assuming the name unique then shows. It starts
+        from its namesake's row, so that it has the same parents (a second make 'amc hornet' is an
+        amc too); its other names are made up, and it shares its namesake's children."""
+        columns = self.columns[name]
         names = [j for j, c in enumerate(columns) if c.name]
         out: list[tuple[tuple | None, dict]] = []
         for j in self.named[name]:
             if columns[j].facts.max_repeat < 2:
                 continue
-            held = {(t[j] if j not in named else named[j]) for t, named in drawn if t is not None}
+            held = {(t[j] if j not in named else named[j]): t for t, named in drawn if t is not None}
             for value in columns[j].special:
-                if value in held and sample:
-                    out.append((draw.choice(sample), {**new, **{k: MADE_UP for k in names}, j: value, TWIN: j}))
+                if value in held:
+                    out.append((held[value], {**{k: MADE_UP for k in names}, j: value, TWIN: j}))
         return out
 
     def _parents_drawn(self, name: str, row: tuple, made: dict[str, list[list]]) -> bool:

@@ -98,7 +98,7 @@ class Plan:
                 if facts.shapes:
                     special += nv.in_format(value, facts.shapes, texts)
         for pattern in self.focus.patterns.get(name, ()):  # LIKE is blind to case: the original's spelling
-            special += [spelled.get(t.lower(), t) for t in nv.like_texts(pattern, texts)]
+            special += [spelled.get(t.lower(), t) for t in nv.like_texts(pattern)]
         numbers = [v for v in pool if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if numbers:
             special += nv.near_numbers([min(numbers), max(numbers)])

@@ -201,14 +201,22 @@ def near_numbers(values: list) -> list:
     return out
 
 
-def like_texts(pattern: str, originals: list[str]) -> list[str]:
-    """Texts a LIKE pattern's parts show up in: the part alone, inside an original value, at its ends."""
-    parts = [p for p in re.split(r"[%_]+", pattern) if p]
+FILLERS = ("alpha", "omega")  # words around a LIKE pattern's part: made up, so that no original value is
+# found inside a new text ('Brazil korea' would answer LIKE '%Brazil%' where the original has no such text)
+
+
+def like_texts(pattern: str) -> list[str]:
+    """Texts a LIKE pattern's parts show up in: the part alone, and between made-up words; none for a
+    pattern without a wildcard (it matches its own text, case aside, and that is offered already).
+
+    >>> like_texts("%an%"), like_texts("korea")
+    (['an', 'alpha an', 'an omega', 'alpha an omega'], [])
+    """
+    if not re.search(r"[%_]", pattern):
+        return []
     out = []
-    for part in parts:
-        out.append(part)
-        for base in originals[:3]:
-            out += [base + " " + part, part + " " + base]
+    for part in (p for p in re.split(r"[%_]+", pattern) if p):
+        out += [part, f"{FILLERS[0]} {part}", f"{part} {FILLERS[1]}", f"{FILLERS[0]} {part} {FILLERS[1]}"]
     return out
 
 

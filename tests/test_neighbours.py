@@ -168,13 +168,17 @@ def test_the_kept_neighbours_separate_constant_answers(pets_distilled):
     assert len(pets_distilled.files) <= distil.Settings().max_keep
 
 
-def test_more_candidates_are_built_where_the_kept_ones_separate_too_little(pets, tmp_path):
-    settings = distil.Settings(candidates=4, max_candidates=12, enough=1.01)  # never enough: every round is built
-    found = distil.distil("pets_club", pets, PETS_GOLDS, tmp_path, settings)
-    assert found.candidates_built == 12
-    once = distil.distil("pets_club", pets, PETS_GOLDS, tmp_path / "once", distil.Settings(candidates=4,
-                                                                                          max_candidates=12, enough=0.0))
-    assert once.candidates_built == 4
+ROUNDS = [
+    pytest.param(dict(enough=1.01, min_gain=0), 12, id="never enough, every round gains: every round is built"),
+    pytest.param(dict(enough=0.0), 4, id="enough after the first round: one round"),
+    pytest.param(dict(enough=1.01, min_gain=10_000), 4, id="a round that gains too little ends the rounds"),
+]
+
+
+@pytest.mark.parametrize("change, built", ROUNDS)
+def test_more_candidates_are_built_where_the_kept_ones_separate_too_little(pets, tmp_path, change, built):
+    settings = distil.Settings(candidates=4, max_candidates=12, **change)
+    assert distil.distil("pets_club", pets, PETS_GOLDS, tmp_path, settings).candidates_built == built
 
 
 def test_prepare_writes_nothing_when_a_neighbour_breaks_an_invariant(pets, pets_distilled, tmp_path):
