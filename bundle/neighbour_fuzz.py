@@ -184,7 +184,7 @@ class Fuzzer(Linker):
         """A second entity named by each literal that names one drawn (a second 'Kyle'), where the
         original repeats names in that column: a query assuming the name unique then shows. It starts
         from its namesake's row, so that it has the same parents (a second make 'amc hornet' is an
-        amc too); its other names are made up, and it shares its namesake's children."""
+        amc too); its other names are made up, and it gets a copy of its namesake's children."""
         columns = self.columns[name]
         names = [j for j, c in enumerate(columns) if c.name]
         out: list[tuple[tuple | None, dict]] = []
@@ -210,7 +210,7 @@ class Fuzzer(Linker):
         return True
 
     def _pair_twin(self, name: str, rows: list[list], twin: list, j: int) -> None:
-        """Remember a twin's key beside its namesake's: the namesake's children are shared between them."""
+        """Remember a twin's key beside its namesake's: the namesake's children are copied to it."""
         first = next((r for r in rows if r[j] == twin[j]), None)
         if first is None:
             return

@@ -101,6 +101,26 @@ class Linker(Plan):
                 tally.take(value)
             for j, v in zip(at, value):
                 row[j] = v
+        if not tally.single:
+            self._copy_to_twins(name, links[0], rows, at, tally, draw)
+
+    def _copy_to_twins(self, name: str, link: inv.Link, rows: list[list], at: list[int], tally: _Tally,
+                       draw: Draw) -> None:
+        """A twin (a second 'Kyle') gets a copy of its namesake's first row here and of each other one
+        by even chance: it has likes and friends too, not quite the same ones. Not where the copy
+        would repeat a value the table holds once (a student who likes one other only)."""
+        twins = self._twin_of.get((link.parent, tuple(self._index(link.parent, c) for c in link.parent_columns)), {})
+        once = [j for j, c in enumerate(self.columns[name]) if c.limit_one and j not in at]
+        given: set = set()
+        for row in list(rows) if twins else ():
+            value = tuple(row[j] for j in at)
+            if value in twins and all(row[j] is None for j in once) and (value not in given or draw.chance(0.5)):
+                given.add(value)
+                copy = list(row)
+                for j, v in zip(at, twins[value]):
+                    copy[j] = v
+                rows.append(copy)
+                tally.take(twins[value])
 
     def _kept_parents(self, link: inv.Link, rows: list[list], at: list[int], parents: set, nullable: bool,
                       tally: _Tally, draw: Draw) -> list[tuple | None]:
@@ -113,8 +133,6 @@ class Linker(Plan):
         for row in rows:
             template = tuple(row[j] for j in at)
             current = became.get(template) if template in known else template  # (NEW: in no parent)
-            if current in twins and draw.chance(0.5):
-                current = twins[current]  # the namesake's children are shared with its twin
             there = current in parents or (template == nothing and nullable)
             keep = there and not draw.chance(self.focus.link_redraw) and tally.free(current)  # type: ignore[arg-type]
             chosen.append(current if keep else None)

@@ -64,7 +64,7 @@ PLANS: tuple[dict, ...] = (
     {"max_rows": 8, "scale": (0.2, 0.8)},
     {"max_rows": 16, "scale": (0.3, 1.0), "special_share": 0.5, "distinct_sort": True, "twins": True},
     {"max_rows": 30, "scale": (0.5, 1.5), "null_share": 0.3},
-    {"max_rows": 60, "scale": (0.8, 2.0)},
+    {"max_rows": 60, "scale": (0.8, 2.0), "twins": True},
 )
 DECISIVE = (verify_mod.MISMATCH, verify_mod.PREDICTION_ERROR, verify_mod.PREDICTION_OVER_CAP,
             verify_mod.PREDICTION_OVER_BUDGET)  # the answer's own fault on a fair database: it decides

@@ -45,7 +45,7 @@ def test_the_search_finds_what_the_original_cannot_see_and_names_the_database(pe
     verdict = _searched(pets, "SELECT name FROM Pet WHERE species = 'dog'")
     assert (verdict.outcome, verdict.score, verdict.original_score) == ("mismatch", 0.0, 1.0)
     assert verdict.decided_on.startswith("search database ") and verdict.decided_on.endswith(" of pets_club")
-    assert verdict.detail.startswith(f"on {verdict.decided_on}: ") and 1 <= verdict.searched <= 12
+    assert verdict.detail.startswith(f"on {verdict.decided_on}: ") and 1 <= verdict.searched <= DEFAULT_LIMITS.search_databases
 
 
 RIGHT = [
@@ -58,7 +58,7 @@ RIGHT = [
 @pytest.mark.parametrize("prediction", RIGHT)
 def test_a_right_answer_survives_the_whole_search(pets, prediction):
     verdict = _searched(pets, prediction)
-    assert (verdict.outcome, verdict.decided_on, verdict.searched) == ("match", "test suite", 12)
+    assert (verdict.outcome, verdict.decided_on, verdict.searched) == ("match", "test suite", DEFAULT_LIMITS.search_databases)
 
 
 def test_the_gold_itself_is_not_searched(pets):
@@ -75,7 +75,7 @@ def test_the_search_keeps_to_its_databases_and_steps(pets):
     assert _searched(pets, HEAVY_WRONG).outcome == "mismatch"
     starved = _searched(pets, HEAVY_WRONG, search_steps=1)  # steps are counted in units of progress_steps
     assert (starved.outcome, starved.score, starved.decided_on) == ("match", 1.0, "test suite")  # the match stands
-    assert starved.searched < 12
+    assert starved.searched < DEFAULT_LIMITS.search_databases
 
 
 _CHILD = """
