@@ -126,7 +126,7 @@ class Linker(Plan):
                       tally: _Tally, draw: Draw) -> list[tuple | None]:
         """Each row's original parent where a row drawn from it is there (its key may be new), or None."""
         key_at = (link.parent, tuple(self._index(link.parent, c) for c in link.parent_columns))
-        became, twins = self._became.get(key_at, {}), self._twin_of.get(key_at, {})
+        became = self._became.get(key_at, {})
         known = self.known[(link.parent, link.parent_columns)]
         nothing = tuple(None for _ in at)
         chosen: list[tuple | None] = []
