@@ -17,10 +17,12 @@ import sqlite3
 
 try:
     from . import neighbour_invariants as inv
+    from . import neighbour_mining
     from .neighbour_plan import DROP, Plan, ordered
     from .neighbour_source import Draw
 except ImportError:  # run as a standalone file
     import neighbour_invariants as inv  # type: ignore[no-redef]
+    import neighbour_mining  # type: ignore[no-redef]
     from neighbour_plan import DROP, Plan, ordered  # type: ignore[no-redef]
     from neighbour_source import Draw  # type: ignore[no-redef]
 
@@ -155,7 +157,7 @@ class Linker(Plan):
         """The rows that could be completed, no wider than a row may be (``TableFacts.room``: the scorer
         caps records), without those whose primary key is taken (the schema refuses them)."""
         room = self.facts[name].room
-        rows = [r for r in rows if DROP not in r and inv.width(r) <= room]
+        rows = [r for r in rows if DROP not in r and neighbour_mining.width(r) <= room]
         key = self.facts[name].key
         if len(key) < 2:
             return rows

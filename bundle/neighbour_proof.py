@@ -17,11 +17,12 @@ import os
 import sqlite3
 
 try:
-    from . import gold_results, neighbour_values, sql_compare
+    from . import gold_results, neighbour_mining, neighbour_values, sql_compare
     from . import neighbour_invariants as inv
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
     import neighbour_invariants as inv  # type: ignore[no-redef]
+    import neighbour_mining  # type: ignore[no-redef]
     import neighbour_values  # type: ignore[no-redef]
     import sql_compare  # type: ignore[no-redef]
 
@@ -43,14 +44,14 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
             free = col.name.lower() in repeats_allowed
             out += _column_violations(conn, table, col, free, (table.name.lower(), col.name.lower()) in linked)
         for a, b in table.depends:
-            if b.lower() not in repeats_allowed and inv.determined(conn, table.name, a, b):
+            if b.lower() not in repeats_allowed and neighbour_mining.determined(conn, table.name, a, b):
                 out.append(f"{table.name}: {a} no longer determines {b} as in the original")
-        wide = inv.widest(conn, table.name, [c.name for c in table.columns])
+        wide = neighbour_mining.widest(conn, table.name, [c.name for c in table.columns])
         if wide > table.room:
             out.append(f"{table.name}: a row of {wide} bytes, wider than {table.room} (the original's widest has "
                        f"{table.widest})")
         for pair in table.paired:
-            if inv.split_pairs(conn, table.name, pair):
+            if neighbour_mining.split_pairs(conn, table.name, pair):
                 out.append(f"{table.name}: a value {pair[0]} and {pair[1]} share in the original is in one of them only")
     for link in profile.links:
         orphans = inv._scalar(conn, inv.orphans_sql(link))

@@ -85,7 +85,7 @@ grader = importlib.import_module("bundle_under_test.grader")
 out = {
     "calls": [grader.grade(output=o, expected=e) for o, e in json.loads(sys.argv[1])],
     "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
-                            for m in ("neighbour_source", "neighbour_values", "neighbour_invariants", "neighbour_proof")),
+                            for m in ("neighbour_source", "neighbour_values", "neighbour_mining", "neighbour_proof")),
 }
 print(json.dumps(out))
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bundle import neighbour_invariants as inv
-from bundle import neighbour_proof
+from bundle import neighbour_mining, neighbour_proof
 from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, Focus, read_original
 
@@ -53,7 +53,7 @@ def facts_db(tmp_path_factory) -> Path:
 def profile(facts_db) -> inv.Profile:
     conn = inv.open_read_only(str(facts_db))
     try:
-        return inv.mine(conn)
+        return neighbour_mining.mine(conn)
     finally:
         conn.close()
 
@@ -131,7 +131,7 @@ def test_the_proof_names_each_broken_invariant(facts_db, profile, tmp_path, chan
 def _fuzzer(path: Path, focus: Focus | None = None) -> Fuzzer:
     conn = inv.open_read_only(str(path))
     try:
-        return Fuzzer(read_original(conn), inv.mine(conn), focus or Focus())
+        return Fuzzer(read_original(conn), neighbour_mining.mine(conn), focus or Focus())
     finally:
         conn.close()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle import neighbour_invariants, neighbour_search, scoring_entry
+from bundle import neighbour_invariants, neighbour_mining, neighbour_search, scoring_entry
 from bundle.neighbour_source import read_original
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.verify import verify
@@ -24,7 +24,7 @@ GOLD = "SELECT name FROM Pet WHERE species = 'dog' AND weight > 10"  # every dog
 def _task(path: Path, gold: str) -> neighbour_search.Task:
     conn = neighbour_invariants.open_read_only(str(path))
     try:
-        return neighbour_search.Task("pets_club", "fixture", gold, neighbour_invariants.mine(conn), read_original(conn))
+        return neighbour_search.Task("pets_club", "fixture", gold, neighbour_mining.mine(conn), read_original(conn))
     finally:
         conn.close()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle import gold_results, neighbour_invariants, neighbour_proof, scoring_entry, sql_compare
+from bundle import gold_results, neighbour_invariants, neighbour_mining, neighbour_proof, scoring_entry, sql_compare
 from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import read_original
 from bundle.scoring_limits import DEFAULT_LIMITS
@@ -76,7 +76,7 @@ def test_a_column_a_gold_needs_repeated_is_not_kept_unique(tmp_path):
 def test_values_come_from_the_original_and_the_golds_literals(pets):
     conn = neighbour_invariants.open_read_only(str(pets))
     try:
-        profile = neighbour_invariants.mine(conn)
+        profile = neighbour_mining.mine(conn)
         fuzzer = Fuzzer(read_original(conn), profile, distil.focus_for(["SELECT name FROM Pet WHERE species = 'ferret'"],
                                                                         profile))
     finally:

@@ -29,7 +29,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bundle import neighbour_invariants
+from bundle import neighbour_invariants, neighbour_mining
 from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, read_original
 from bundle.neighbour_values import grouped_columns
@@ -181,7 +181,7 @@ class WitnessSet:
         if self._fuzzer is None:
             conn = neighbour_invariants.open_read_only(str(self.original))
             try:
-                profile, source = neighbour_invariants.mine(conn), read_original(conn)
+                profile, source = neighbour_mining.mine(conn), read_original(conn)
             finally:
                 conn.close()
             self._fuzzer = Fuzzer(source, profile, focus_for(self.golds, profile))

@@ -43,6 +43,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "neighbour_fuzz.py",
     "neighbour_invariants.py",
     "neighbour_links.py",
+    "neighbour_mining.py",
     "neighbour_plan.py",
     "neighbour_proof.py",
     "neighbour_search.py",

@@ -2,7 +2,7 @@
 
 For one original database and its golds (``distil``):
 
-1. invariants: what the original's data implies (``bundle.neighbour_invariants.mine``); every
+1. invariants: what the original's data implies (``bundle.neighbour_mining.mine``); every
    candidate keeps all of them, or is not used (``Fuzzer.build`` reports what it breaks);
 2. targets: for each gold, its neighbour queries (``variants``) that the original cannot tell from
    it (they run and return the gold's rows there, under the scorer's own comparison), plus the
@@ -33,7 +33,7 @@ import dataclasses
 import shutil
 from pathlib import Path
 
-from bundle import gold_results, neighbour_proof, sql_guard
+from bundle import gold_results, neighbour_mining, neighbour_proof, sql_guard
 from bundle import neighbour_invariants as inv
 from bundle import neighbour_values as nv
 from bundle.neighbour_fuzz import Fuzzer
@@ -209,7 +209,7 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
     limits = build_limits()
     conn = inv.open_read_only(str(original))
     try:
-        profile, source = inv.mine(conn), read_original(conn)
+        profile, source = neighbour_mining.mine(conn), read_original(conn)
     finally:
         conn.close()
     originals: dict[str, gold_results.GoldResult] = {}
