@@ -43,6 +43,21 @@ class _Tally:
         self.used.update((k, value[k]) for k in self.single)
 
 
+def _adopt(chosen: list[tuple | None], cover: list[tuple], tally: _Tally, draw: Draw, share: float) -> None:
+    """Each parent without a row here takes, by chance ``share``, a row from a parent that keeps
+    another: an engineering department gets a degree, where no parent loses its last row (a volvo
+    model stays volvo's when it is volvo's only one)."""
+    for parent in cover:
+        if tally.counts[parent] or not draw.chance(share):
+            continue
+        donor = next((i for i, c in enumerate(chosen) if c is not None and tally.counts[c] >= 2), None)
+        if donor is None:
+            return
+        tally.counts[chosen[donor]] -= 1
+        chosen[donor] = parent
+        tally.take(parent)
+
+
 def _cover(chosen: list[tuple | None], missing: list[tuple], tally: _Tally) -> None:
     """Give each parent nothing references a row without a parent yet (never one that keeps its
     original parent: the repair removes a parent left without a row)."""
@@ -87,6 +102,8 @@ class Linker(Plan):
         tally = _Tally([k for k, c in enumerate(cols) if c.limit_one])  # child columns whose values are used once
         cover = draw.shuffled(self._shared_values(links, made))
         chosen = self._kept_parents(links[0], rows, at, set(cover), nullable, tally, draw)
+        if any(c.name for c in self.columns[name]) and not tally.single:
+            _adopt(chosen, cover, tally, draw, self.focus.adopt)
         if any(k.total for k in links):
             _cover(chosen, [c for c in cover if not tally.counts[c]], tally)
         cap = self._limit(cols[0], None, len(rows))
@@ -131,12 +148,14 @@ class Linker(Plan):
         became = self._became.get(key_at, {})
         known = self.known[(link.parent, link.parent_columns)]
         nothing = tuple(None for _ in at)
+        # an entity's parents are facts (the volvo model's maker); a like or a visit may move
+        redraw = 0.0 if any(c.name for c in self.columns[link.child]) else self.focus.link_redraw
         chosen: list[tuple | None] = []
         for row in rows:
             template = tuple(row[j] for j in at)
             current = became.get(template) if template in known else template  # (NEW: in no parent)
             there = current in parents or (template == nothing and nullable)
-            keep = there and not draw.chance(self.focus.link_redraw) and tally.free(current)  # type: ignore[arg-type]
+            keep = there and not draw.chance(redraw) and tally.free(current)  # type: ignore[arg-type]
             chosen.append(current if keep else None)
             if keep:
                 tally.take(current)  # type: ignore[arg-type]

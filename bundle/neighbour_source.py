@@ -113,6 +113,7 @@ class Focus:
     max_rows: int = 60
     scale: tuple[float, float] = (0.34, 1.5)
     redraw: float = 0.5
-    link_redraw: float = 0.05  # a row's parent is redrawn this often (else it keeps its original row's)
+    link_redraw: float = 0.05  # a row's parent is redrawn this often, where the rows are no entities (a like, a visit)
+    adopt: float = 0.5  # where they are, a parent without one takes one from a parent with two or more
     null_share: float = 0.15
     special_share: float = 0.3

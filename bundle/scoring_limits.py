@@ -89,7 +89,7 @@ class Limits:
         "grader", "choice", "counterexample search after a match on the original and its neighbours: for the "
         "grader's calls only, for the reward's too, or never (docs/neighbours.md)", SEARCH)
     search_databases: int = _setting(
-        16, "databases", "databases the counterexample search may generate for one (gold, prediction)")
+        24, "databases", "databases the counterexample search may generate for one (gold, prediction)")
     search_steps: int = _setting(
         20_000_000, "VM steps", "work the search's gold and prediction runs may do in all, for one prediction")
 

@@ -20,9 +20,9 @@ For one original database and its golds (``distil``):
    Where the kept ones separate less than ``enough`` of the targets, another round of
    ``candidates`` is built, while a round adds at least ``min_gain`` and up to ``max_candidates``
    (the cost is per database, at build time);
-5. each gold is judged on the kept neighbours that separate one of its look-alikes (or give it
-   rows it lacks), or on the first it may be judged on where none does: a check costs the reward a
-   run on every match.
+5. each gold is judged on the kept neighbours that add something for it: a look-alike of it the
+   neighbours before leave, or rows it lacks; where none does, on the first it may be judged on. A
+   check costs the reward a run on every match.
 
 Deterministic: the same original, golds and seed give the same files, byte for byte.
 """
@@ -244,18 +244,23 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
 def _judged_on(kept: list[Candidate], golds: list[str],
                originals: dict[str, gold_results.GoldResult]) -> dict[str, list[gold_results.GoldResult | None]]:
     """Each gold's result on each kept neighbour, None where the gold is not judged there: where it
-    may not be (``evaluate``), or where that neighbour separates none of its look-alikes nor gives it
-    rows it lacks, unless no other neighbour does either (a check costs a run on every match)."""
+    may not be (``evaluate``), or where that neighbour adds nothing for it: it separates no look-alike
+    of the gold that the neighbours before it leave, and gives it no rows it lacks. A gold no
+    neighbour adds anything for is judged on the first it may be. A check costs the reward a run on
+    every match: each one must earn it."""
     out = {}
     for gold in golds:
-        per = [c.golds.get(gold) for c in kept]
-        useful = [gold in c.separated_golds or (gold in originals and not originals[gold].shape.rows
-                                                and gold in c.non_empty) for c in kept]
-        if any(useful):
-            per = [r if u else None for r, u in zip(per, useful)]
-        else:
-            first = next((k for k, r in enumerate(per) if r is not None), None)
-            per = [r if k == first else None for k, r in enumerate(per)]
+        empty = gold in originals and not originals[gold].shape.rows
+        seen: set[tuple[str, str]] = set()
+        per: list[gold_results.GoldResult | None] = []
+        for candidate in kept:
+            mine = {t for t in candidate.separated if t[0] == gold}
+            adds = bool(mine - seen) or (empty and gold in candidate.non_empty and not seen)
+            per.append(candidate.golds.get(gold) if adds else None)
+            seen |= mine | ({(gold, "")} if adds and empty else set())
+        if not any(r is not None for r in per):
+            first = next((k for k, c in enumerate(kept) if c.golds.get(gold) is not None), None)
+            per = [kept[k].golds.get(gold) if k == first else None for k in range(len(kept))]
         out[gold] = per
     return out
 
