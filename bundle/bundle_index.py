@@ -48,11 +48,13 @@ import warnings
 from collections.abc import Mapping
 
 try:
-    from . import gold_results, sql_functions
+    from . import gold_results, neighbour_invariants, neighbour_source, sql_functions
     from .scoring_errors import HINT_IGNORED_WARNING, BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError
     from .scoring_limits import DEFAULT_LIMITS, Limits
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
+    import neighbour_invariants  # type: ignore[no-redef]
+    import neighbour_source  # type: ignore[no-redef]
     import sql_functions  # type: ignore[no-redef]
     from scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError  # type: ignore[no-redef]
     from scoring_limits import DEFAULT_LIMITS, Limits  # type: ignore[no-redef]
@@ -118,6 +120,8 @@ class BundleData:
             self.rows_by_id[str(row["id"])] = row
         self._stored_results = index.get("gold_results") or {}
         self._neighbour_results = index.get("neighbour_results") or {}
+        self._invariants = index.get("invariants") or {}
+        self._search_sources: dict[str, tuple] = {}
         self.cost_model = index.get("cost_model")
         self.stored_results_usable = self.sqlite_version == sqlite3.sqlite_version
         self._checked: dict[str, str] = {}
@@ -174,6 +178,22 @@ class BundleData:
             name = f"neighbour {i + 1} of {resolved.db_id}"
             out.append((name, self._checked_path(name, entry), entry["sha256"], result if usable else None))
         return out
+
+    def invariants(self, db_id: str) -> dict | None:
+        """What every neighbour of ``db_id`` keeps (``neighbour_invariants``), or None: built without neighbours."""
+        return self._invariants.get(db_id)
+
+    def search_source(self, db_id: str, stored: dict) -> tuple:
+        """(invariants, sample of the original) for the search's generator, read once per process."""
+        found = self._search_sources.get(db_id)
+        if found is None:
+            conn = neighbour_invariants.open_read_only(self.database_path(db_id))
+            try:
+                found = (neighbour_invariants.from_json(stored["profile"]), neighbour_source.read_original(conn))
+            finally:
+                conn.close()
+            self._search_sources[db_id] = found
+        return found
 
     def gold_result(self, resolved: Resolved, limits: Limits) -> gold_results.GoldResult | None:
         """The gold's result and step count stored at build time, when this process may use it.

@@ -2,7 +2,10 @@
 
 When the gold's outermost query orders its rows, the ORDER BY keys are read too, by running the
 gold with the keys added as extra result columns, so that tied rows can be grouped. When a LIMIT
-cuts through a tie, the gold is also run without the LIMIT to learn every member of that tie.
+cuts through a tie, the gold is also run without the LIMIT to learn every member of that tie;
+the rows up to the end of that tie are kept as ``with_ties``, the other fair reading of such a
+question on a neighbour database (``WHERE x = (SELECT max(x) ...)`` for ``ORDER BY x DESC LIMIT 1``).
+``null_keys`` says whether any key the gold sorts by is NULL (NULL sorts first).
 If the keys cannot be read (a compound query ordered by an expression, say), order is strict.
 
 Results are computed at build time and stored in the bundle's index (``to_json``), keyed by the
@@ -38,6 +41,8 @@ class GoldResult:
 
     shape: ResultShape
     steps: int
+    with_ties: ResultShape | None = None  # the rows up to the end of a tie its LIMIT cuts (offset 0)
+    null_keys: bool | None = None  # a key it sorts by is NULL (None: no ORDER BY, or keys unread)
 
 
 def _unquote(name: str) -> str:
@@ -90,23 +95,34 @@ def _groups(keys: list[tuple]) -> list[tuple[int, int]]:
     return spans
 
 
+@dataclasses.dataclass(frozen=True)
+class _Ordered:
+    segments: tuple
+    with_ties: ResultShape | None
+    null_keys: bool
+
+
+def _has_null(keys: list[tuple]) -> bool:
+    return any(v[0] == sql_compare.NULL_TAG for key in keys for v in key)
+
+
 def _ordered_segments(sql: str, clauses: sql_text.OuterClauses, columns: tuple[str, ...],
-                      rows: list[tuple], run: Runner, digits: int) -> tuple | None:
+                      rows: list[tuple], run: Runner, digits: int) -> _Ordered | None:
     keys = _key_columns(clauses.order_terms, columns)
     if clauses.is_compound and any(isinstance(k, str) for k in keys):
         return None
     keyed = _keyed_rows(sql, clauses, keys, len(columns), run, drop_limit=False, digits=digits)
     if keyed is None or [r for r, _ in keyed] != rows:
         return None  # the keyed query does not reproduce the gold (DISTINCT, say): keep strict order
-    segments = [Segment(a, b) for a, b in _groups([k for _, k in keyed])]
+    segments = tuple(Segment(a, b) for a, b in _groups([k for _, k in keyed]))
     if clauses.limit is None or not rows:
-        return tuple(segments)
+        return _Ordered(segments, None, _has_null([k for _, k in keyed]))
     try:
         full = _keyed_rows(sql, clauses, keys, len(columns), run, drop_limit=True, digits=digits)
     except Exception:  # noqa: BLE001 - the unlimited gold is only a refinement: strict is safe
         full = None
     if full is None:
-        return tuple(segments)
+        return _Ordered(segments, None, _has_null([k for _, k in keyed]))
     full_spans = _groups([k for _, k in full])
     window = (clauses.offset, clauses.offset + len(rows))
     out = []
@@ -119,8 +135,14 @@ def _ordered_segments(sql: str, clauses: sql_text.OuterClauses, columns: tuple[s
             pool = tuple(sql_compare.normalize_rows([r for r, _ in full[a:b]], digits))
         out.append(Segment(lo - window[0], hi - window[0], pool))
     if sum(s.end - s.start for s in out) != len(rows):
-        return tuple(segments)
-    return tuple(out)
+        return _Ordered(segments, None, _has_null([k for _, k in full]))
+    with_ties = None
+    if window[0] == 0 and out[-1].pool is not None:
+        end = next(b for a, b in full_spans if a < window[1] <= b)
+        spans = tuple(Segment(a, b) for a, b in full_spans if b <= end)
+        with_ties = ResultShape(len(columns), tuple(sql_compare.normalize_rows([r for r, _ in full[:end]], digits)),
+                                True, spans)
+    return _Ordered(tuple(out), with_ties, _has_null([k for _, k in full]))
 
 
 def compute(sql: str, run: Runner, digits: int = DEFAULT_LIMITS.float_digits) -> GoldResult:
@@ -130,14 +152,14 @@ def compute(sql: str, run: Runner, digits: int = DEFAULT_LIMITS.float_digits) ->
     clauses = sql_text.outer_clauses(sql_text_cut(sql))
     if not clauses.order_terms:
         return GoldResult(ResultShape(len(columns), norm, False, (Segment(0, len(norm)),)), steps)
-    segments = None
     try:
-        segments = _ordered_segments(sql, clauses, columns, raw_rows, run, digits)
+        found = _ordered_segments(sql, clauses, columns, raw_rows, run, digits)
     except Exception:  # noqa: BLE001 - keys unreadable: order stays strict, which is safe
-        segments = None
-    if segments is None:
-        segments = tuple(Segment(i, i + 1) for i in range(len(norm)))
-    return GoldResult(ResultShape(len(columns), norm, True, segments), steps)
+        found = None
+    if found is None:
+        return GoldResult(ResultShape(len(columns), norm, True, tuple(Segment(i, i + 1) for i in range(len(norm)))),
+                          steps)
+    return GoldResult(ResultShape(len(columns), norm, True, found.segments), steps, found.with_ties, found.null_keys)
 
 
 def sql_text_cut(sql: str) -> str:
@@ -165,27 +187,40 @@ def _value_from_json(value: object) -> tuple:
     return sql_compare.value_key(value)
 
 
-def to_json(gold: GoldResult) -> dict:
-    shape = gold.shape
+def _shape_to_json(shape: ResultShape) -> dict:
     rows = [[_value_to_json(v) for v in row] for row in shape.rows]
     segs = [[s.start, s.end, None if s.pool is None else [[_value_to_json(v) for v in r] for r in s.pool]]
             for s in shape.segments]
-    if not shape.ordered:
-        segs = None  # type: ignore[assignment]
-    return {"ncols": shape.ncols, "rows": rows, "ordered": shape.ordered, "segments": segs, "steps": gold.steps}
+    return {"ncols": shape.ncols, "rows": rows, "ordered": shape.ordered, "segments": segs if shape.ordered else None}
+
+
+def _shape_from_json(data: dict) -> ResultShape:
+    rows = tuple(tuple(_value_from_json(v) for v in row) for row in data["rows"])
+    if not data["ordered"]:
+        return ResultShape(int(data["ncols"]), rows, False, (Segment(0, len(rows)),))
+    segs = tuple(Segment(int(a), int(b), None if pool is None else
+                         tuple(tuple(_value_from_json(v) for v in r) for r in pool))
+                 for a, b, pool in data["segments"])
+    return ResultShape(int(data["ncols"]), rows, True, segs)
+
+
+def to_json(gold: GoldResult) -> dict:
+    out = {**_shape_to_json(gold.shape), "steps": gold.steps}
+    if gold.with_ties is not None:
+        out["with_ties"] = _shape_to_json(gold.with_ties)
+    if gold.null_keys is not None:
+        out["null_keys"] = gold.null_keys
+    return out
 
 
 def from_json(data: dict) -> GoldResult | None:
     """The stored result, or None when it lacks its step count (a bundle built before budgets)."""
     if not isinstance(data.get("steps"), int):
         return None
-    rows = tuple(tuple(_value_from_json(v) for v in row) for row in data["rows"])
-    if not data["ordered"]:
-        return GoldResult(ResultShape(int(data["ncols"]), rows, False, (Segment(0, len(rows)),)), data["steps"])
-    segs = tuple(Segment(int(a), int(b), None if pool is None else
-                         tuple(tuple(_value_from_json(v) for v in r) for r in pool))
-                 for a, b, pool in data["segments"])
-    return GoldResult(ResultShape(int(data["ncols"]), rows, True, segs), data["steps"])
+    ties = data.get("with_ties")
+    null_keys = data.get("null_keys")
+    return GoldResult(_shape_from_json(data), data["steps"], None if ties is None else _shape_from_json(ties),
+                      null_keys if isinstance(null_keys, bool) else None)
 
 
 class GoldCache:

@@ -30,18 +30,19 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
     """Score one evaluation example; see the module docstring."""
     kwargs.update(data_source=data_source, solution_str=solution_str, ground_truth=ground_truth,
                   extra_info=extra_info)
-    return scoring_batch.compute_score(kwargs)
+    return scoring_batch.compute_score(kwargs, caller="grader")
 
 
 @_entry_point
 def grade(**kwargs) -> dict:
-    """``{"score", "outcome", "explanation", "sql", "original_score", "decided_on", "neighbours_checked"}``.
+    """``{"score", "outcome", "explanation", "sql", "original_score", "decided_on", "neighbours_checked", "searched"}``.
 
     ``score`` is the verdict under the bundle's semantics (with neighbour databases when it has
-    them); ``original_score`` the verdict of the original database alone; ``decided_on`` names
-    the database whose result decided (``original`` or a neighbour).
+    them, and the counterexample search); ``original_score`` the verdict of the original database
+    alone; ``decided_on`` names the database whose result decided (``original``, a neighbour, a
+    search database, or ``test suite`` when all agreed); ``searched`` counts the search's databases.
     """
-    verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs))
+    verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs), caller="grader")
     return {"score": verdict.score, "outcome": verdict.outcome, "explanation": verdict.detail,
             "sql": verdict.sql, "original_score": verdict.original_score, "decided_on": verdict.decided_on,
-            "neighbours_checked": verdict.neighbours_checked}
+            "neighbours_checked": verdict.neighbours_checked, "searched": verdict.searched}

@@ -73,8 +73,11 @@ def read_or_fault(read: Callable[..., scoring_entry.RowCall | None], *args: obje
         return _fault(exc)
 
 
-def score_calls(calls: Sequence[scoring_entry.RowCall | Scored | None]) -> list[Scored]:
-    """One ``Scored`` per call (None: no gold), each distinct call scored once; faults unscored."""
+def score_calls(calls: Sequence[scoring_entry.RowCall | Scored | None], caller: str = "reward") -> list[Scored]:
+    """One ``Scored`` per call (None: no gold), each distinct call scored once; faults unscored.
+
+    ``caller`` (``reward`` or ``grader``) decides, with the bundle's ``search`` setting, whether a
+    match is put to the counterexample search."""
     seen: dict[scoring_entry.RowCall, Scored] = {}
     out: list[Scored] = []
     for call in calls:
@@ -85,14 +88,14 @@ def score_calls(calls: Sequence[scoring_entry.RowCall | Scored | None]) -> list[
         elif call in seen:
             out.append(dataclasses.replace(seen[call], reused=True))
         else:
-            seen[call] = found = _score(call)
+            seen[call] = found = _score(call, caller)
             out.append(found)
     return out
 
 
-def _score(call: scoring_entry.RowCall) -> Scored:
+def _score(call: scoring_entry.RowCall, caller: str) -> Scored:
     try:
-        return _from_verdict(scoring_entry.score_call(call))
+        return _from_verdict(scoring_entry.score_call(call, caller=caller))
     except ScoringInfrastructureError as exc:
         return _fault(exc)
 
@@ -127,7 +130,7 @@ def report(scored: Sequence[Scored], log_metric: object = None, log_extra: objec
         log_extra("spider_explanation", [s.explanation for s in scored])
 
 
-def compute_score(kwargs: dict) -> object:
+def compute_score(kwargs: dict, caller: str = "reward") -> object:
     """verl's ``compute_score``: a float (or the outcome fields), one per item in the batch form.
 
     A fault raises its typed error (after the same RuntimeWarning): verl's interface takes only a
@@ -135,13 +138,13 @@ def compute_score(kwargs: dict) -> object:
     """
     detailed = bool(kwargs.pop(DETAIL_SETTING, False))
     if any(kwargs.get(key) is not None for key in BATCH_KEYS):
-        scored = score_calls([scoring_entry.read_call(item) for item in _batch_items(kwargs)])
+        scored = score_calls([scoring_entry.read_call(item) for item in _batch_items(kwargs)], caller)
         for item in scored:
             if item.error is not None:
                 raise item.error
         return [item.fields() if detailed else item.score for item in scored]
     try:
-        verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs))
+        verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs), caller=caller)
     except ScoringInfrastructureError as exc:
         _fault(exc)
         raise

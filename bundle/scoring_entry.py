@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 try:
-    from . import bundle_index, gold_results, sql_guard
+    from . import bundle_index, gold_results, neighbour_search, sql_guard
     from . import verify as verify_mod
     from .scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError
     from .scoring_limits import Limits, limits_from_env
 except ImportError:  # run as a standalone file
     import bundle_index  # type: ignore[no-redef]
     import gold_results  # type: ignore[no-redef]
+    import neighbour_search  # type: ignore[no-redef]
     import sql_guard  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
     from scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError  # type: ignore[no-redef]
@@ -189,15 +190,21 @@ def current_limits() -> Limits:
     return _limits[0]
 
 
-def score_call(call: RowCall, limits: Limits | None = None, root: str | None = None) -> verify_mod.Verdict:
-    """Resolve the row, score it, and raise on anything that is not the model's doing."""
+def score_call(call: RowCall, limits: Limits | None = None, root: str | None = None, *,
+               caller: str = "reward") -> verify_mod.Verdict:
+    """Resolve the row, score it, and raise on anything that is not the model's doing.
+
+    ``caller``: ``reward`` or ``grader``; the ``search`` setting says which of them search for a
+    counterexample after a match (docs/neighbours.md).
+    """
     limits = limits or current_limits()
     data = bundle_index.load(root)
     resolved = data.resolve(call.gold, call.db_id, call.row_id, call.prompt)
     verdict = verify_mod.verify(call.completion, resolved.gold, resolved.path, limits=limits,
                                 known_gold=data.gold_result(resolved, limits),
                                 cache=data.cache, database_key=resolved.sha256,
-                                neighbours=_neighbours(data, resolved, limits))
+                                neighbours=_neighbours(data, resolved, limits),
+                                search=_search(data, resolved, limits, caller))
     outcome = verdict.outcome
     if outcome == verify_mod.GOLD_ERROR:
         raise GoldQueryError(f"the gold of this row failed on database {resolved.db_id!r} ({verdict.detail}); "
@@ -242,3 +249,18 @@ def _load_neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resol
             data.cache.put(key, found)
         out.append(verify_mod.Neighbour(name, path, found))
     return tuple(out)
+
+
+def _search(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limits: Limits,
+            caller: str) -> Callable[[str, gold_results.GoldResult], verify_mod.Searched] | None:
+    """The row's counterexample search, when the settings want one for ``caller`` and the bundle can."""
+    wanted = limits.search == "always" or (limits.search == "grader" and caller == "grader")
+    if not wanted or limits.semantics != "neighbours":
+        return None
+    stored = data.invariants(resolved.db_id)
+    if stored is None:
+        return None  # a database built without neighbours: scored on the original (and nothing more)
+    profile, source = data.search_source(resolved.db_id, stored)
+    task = neighbour_search.Task(resolved.db_id, resolved.sha256, resolved.gold, profile, source)
+    return lambda sql, known: neighbour_search.remembered(task, sql, known, limits)
+

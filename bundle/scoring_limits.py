@@ -42,6 +42,7 @@ def _setting(default: float | str, unit: str, meaning: str, choices: tuple[str, 
 
 
 SEMANTICS = ("original", "neighbours")
+SEARCH = ("grader", "always", "off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +85,13 @@ class Limits:
     semantics: str = _setting(
         "neighbours", "choice", "same rows on the original database only, or on it and its neighbour databases "
         "(a bundle without neighbours scores on the original either way)", SEMANTICS)
+    search: str = _setting(
+        "grader", "choice", "counterexample search after a match on the original and its neighbours: for the "
+        "grader's calls only, for the reward's too, or never (docs/neighbours.md)", SEARCH)
+    search_databases: int = _setting(
+        24, "databases", "databases the counterexample search may generate for one (gold, prediction)")
+    search_steps: int = _setting(
+        20_000_000, "VM steps", "work the search's gold and prediction runs may do in all, for one prediction")
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

@@ -39,6 +39,8 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 try:
     from . import gold_results, sql_compare, sql_extract, sql_guard
@@ -96,8 +98,10 @@ class Verdict:
     budget_steps: int | None = None
     steps: int | None = None  # VM steps the predicted query took on the original (or had taken when stopped)
     original_score: float | None = None  # the verdict of the original database alone
-    decided_on: str = "original"  # "original", the neighbour whose result differed, or "test suite" (all agreed)
+    decided_on: str = "original"  # "original", the neighbour or search database whose result differed, or
+    # "test suite" (every one agreed)
     neighbours_checked: int = 0
+    searched: int = 0  # databases the counterexample search generated and judged
     prediction_s: float = 0.0
     gold_s: float = 0.0
     compare_s: float = 0.0
@@ -168,37 +172,88 @@ class Neighbour:
     gold: gold_results.GoldResult
 
 
-def _judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits,
-           budget: int | None = None) -> tuple:
-    """Run ``sql`` on one database and compare with the gold's result there, within ``budget``
-    units (default: the gold's budget there).
+class Judged(NamedTuple):
+    """One database's verdict on a query: what ``judge`` returns (a named tuple: on the hot path)."""
 
-    (outcome, score, detail, steps, prediction seconds, comparison seconds).
+    outcome: str
+    score: float | None
+    detail: str
+    steps: int
+    prediction_s: float
+    compare_s: float
+
+
+TIES_DETAIL = "its rows are the gold's with the whole tie its LIMIT cuts"
+SET_DETAIL = "its rows are the gold's, each once"
+
+
+def _other_readings(gold: gold_results.GoldResult, rows: list[tuple], ncols: int,
+                    budget: sql_compare.Budget) -> str | None:
+    """The fair readings a neighbour also accepts, where the original could not tell them from the
+    gold's: the whole tie a LIMIT cuts, and the gold's rows each once (where the gold repeats a
+    row because a join does, and the answer does not repeat any)."""
+    if gold.with_ties is not None and sql_compare.compare(gold.with_ties, rows, ncols, budget=budget).match:
+        return TIES_DETAIL
+    shape = gold.shape
+    if not shape.ordered and len(set(rows)) == len(rows) and len(set(shape.rows)) < len(shape.rows):
+        once = sql_compare.ResultShape(shape.ncols, tuple(dict.fromkeys(shape.rows)), False,
+                                       (sql_compare.Segment(0, len(set(shape.rows))),))
+        if sql_compare.compare(once, rows, ncols, budget=budget).match:
+            return SET_DETAIL
+    return None
+
+
+def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits, *, neighbour: bool = False,
+          max_steps: int | None = None) -> Judged:
+    """Run ``sql`` on one database and compare its rows with the gold's result there.
+
+    ``neighbour``: a neighbour or search database, where the original accepted the answer: the
+    gold's rows with the whole tie its LIMIT cuts, or each once, also match (``_other_readings``).
+    ``max_steps``: fewer steps than the gold's budget (the search's remaining budget); stopped
+    there, the outcome is ``prediction_over_budget``.
     """
-    budget = limits.budget_steps(gold.steps) if budget is None else budget
+    budget = limits.budget_steps(gold.steps)
+    if max_steps is not None:
+        budget = min(budget, max_steps)
     t0 = time.monotonic()
     try:
         raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s)
     except sql_guard.QueryFailed as failed:
         outcome = _PREDICTION_KIND[failed.kind]
-        return outcome, None if outcome in UNSCORED else 0.0, failed.detail, failed.steps, time.monotonic() - t0, 0.0
+        return Judged(outcome, None if outcome in UNSCORED else 0.0, failed.detail, failed.steps,
+                      time.monotonic() - t0, 0.0)
     t1 = time.monotonic()
     try:
-        result = sql_compare.compare(gold.shape, sql_compare.normalize_rows(raw.rows, limits.float_digits),
-                                     len(raw.columns),
-                                     budget=sql_compare.Budget(limits.compare_max_cells, t0 + limits.wall_guard_s))
+        rows = sql_compare.normalize_rows(raw.rows, limits.float_digits)
+        budget_cells = sql_compare.Budget(limits.compare_max_cells, t0 + limits.wall_guard_s)
+        result = sql_compare.compare(gold.shape, rows, len(raw.columns), budget=budget_cells)
+        other = _other_readings(gold, rows, len(raw.columns), budget_cells) if neighbour and not result.match else None
+        if other is not None:
+            result = sql_compare.Comparison(True, other)
     except (sql_compare.CompareBudgetExceeded, sql_compare.CompareWallGuard) as exc:
         timed_out = isinstance(exc, sql_compare.CompareWallGuard)
-        return (INFRASTRUCTURE_TIMEOUT if timed_out else PREDICTION_OVER_CAP, None if timed_out else 0.0, str(exc),
-                raw.steps, t1 - t0, time.monotonic() - t1)
+        return Judged(INFRASTRUCTURE_TIMEOUT if timed_out else PREDICTION_OVER_CAP, None if timed_out else 0.0,
+                      str(exc), raw.steps, t1 - t0, time.monotonic() - t1)
     outcome = MATCH if result.match else MISMATCH
-    return outcome, 1.0 if result.match else 0.0, result.detail, raw.steps, t1 - t0, time.monotonic() - t1
+    return Judged(outcome, 1.0 if result.match else 0.0, result.detail, raw.steps, t1 - t0, time.monotonic() - t1)
+
+
+class Searched(NamedTuple):
+    """What a counterexample search found (``neighbour_search``): ``decided_on`` None when nothing."""
+
+    decided_on: str | None
+    outcome: str
+    score: float | None
+    detail: str
+    databases: int  # databases generated and judged
+    steps: int  # VM steps its gold and prediction runs took
 
 
 def verify(completion: str | None, gold: str, database: str, *, limits: Limits = DEFAULT_LIMITS,
            is_sql: bool = False, known_gold: gold_results.GoldResult | None = None,
            cache: gold_results.GoldCache | None = None, database_key: str | None = None,
-           neighbours: tuple[Neighbour, ...] | list[Neighbour] = ()) -> Verdict:
+           neighbours: tuple[Neighbour, ...] | list[Neighbour] = (),
+           search: Callable[[str, gold_results.GoldResult], Searched] | None = None) -> Verdict:
     """Score one completion against a gold query on the SQLite file ``database``.
 
     ``is_sql``: the completion is already a query (no extraction). ``known_gold``: the gold's result,
@@ -209,7 +264,12 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     ``neighbours``: when given (and ``limits.semantics`` is ``neighbours``), a completion that
     matches on ``database`` must match on each of them too, checked in order and stopping at the
     first that differs; the verdict then names that database (``decided_on``; ``test suite`` when
-    every one agreed) and keeps the original database's own score (``original_score``).
+    every one agreed) and keeps the original database's own score (``original_score``). On a
+    neighbour, the gold's rows with the whole tie its LIMIT cuts, or each once, match too (``judge``).
+
+    ``search``: when given, a completion that matched everywhere so far is passed to it with the
+    gold's result on ``database`` (the counterexample search, ``neighbour_search``); a database it
+    finds decides the verdict.
     """
     started = time.monotonic()
     gold_s, cached = 0.0, True
@@ -244,20 +304,48 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
                            sql, steps=0, original_score=0.0, **base)
     except sql_guard.QueryFailed as failed:
         return _finish(started, INFRASTRUCTURE_ERROR, None, failed.detail, sql, **base)
-    outcome, score, detail, steps, prediction_s, compare_s = _judge(database, sql, known_gold, limits)
-    original_score, decided_on, checked = score, "original", 0
+    outcome, score, detail, steps, prediction_s, compare_s = judge(database, sql, known_gold, limits)
+    original_score, decided_on, checked, searched = score, "original", 0, 0
     if outcome == MATCH and limits.semantics == "neighbours":
-        shared = limits.neighbour_budget_steps  # all neighbour runs of one prediction, together
-        for neighbour in neighbours:
-            checked += 1
-            there = _judge(neighbour.path, sql, neighbour.gold, limits,
-                           min(limits.budget_steps(neighbour.gold.steps), max(shared, 0)))
-            shared -= there[3] or 0
-            prediction_s, compare_s = prediction_s + there[4], compare_s + there[5]
-            if there[0] != MATCH:
-                outcome, score, detail, decided_on = there[0], there[1], f"on {neighbour.name}: {there[2]}", neighbour.name
-                break
-        else:
-            decided_on = "test suite" if checked else decided_on
+        beyond = _beyond_original(sql, neighbours, search, known_gold, limits)
+        checked, searched = beyond.checked, beyond.searched
+        prediction_s, compare_s = prediction_s + beyond.prediction_s, compare_s + beyond.compare_s
+        decided_on = beyond.decided_on
+        if beyond.outcome is not None:
+            outcome, score, detail = beyond.outcome, beyond.score, beyond.detail
     return _finish(started, outcome, score, detail, sql, steps=steps, prediction_s=prediction_s, compare_s=compare_s,
-                   original_score=original_score, decided_on=decided_on, neighbours_checked=checked, **base)
+                   original_score=original_score, decided_on=decided_on, neighbours_checked=checked,
+                   searched=searched, **base)
+
+
+class _Beyond(NamedTuple):
+    outcome: str | None  # None: every database agreed with the original's match
+    score: float | None
+    detail: str
+    decided_on: str
+    checked: int
+    searched: int
+    prediction_s: float
+    compare_s: float
+
+
+def _beyond_original(sql: str, neighbours: tuple[Neighbour, ...] | list[Neighbour],
+                     search: Callable[[str, gold_results.GoldResult], Searched] | None, original: gold_results.GoldResult,
+                     limits: Limits) -> _Beyond:
+    """A match on the original, judged on the neighbours in order, then by the search (verify's docstring)."""
+    prediction_s = compare_s = 0.0
+    shared = limits.neighbour_budget_steps  # all neighbour runs of one prediction, together
+    for checked, neighbour in enumerate(neighbours, 1):
+        there = judge(neighbour.path, sql, neighbour.gold, limits, neighbour=True, max_steps=max(shared, 0))
+        shared -= there.steps or 0
+        prediction_s, compare_s = prediction_s + there.prediction_s, compare_s + there.compare_s
+        if there.outcome != MATCH:
+            return _Beyond(there.outcome, there.score, f"on {neighbour.name}: {there.detail}", neighbour.name,
+                           checked, 0, prediction_s, compare_s)
+    found = search(sql, original) if search is not None else None
+    if found is not None and found.decided_on is not None:
+        return _Beyond(found.outcome, found.score, found.detail, found.decided_on, len(neighbours), found.databases,
+                       prediction_s, compare_s)
+    searched = found.databases if found is not None else 0
+    return _Beyond(None, None, "", "test suite" if neighbours or searched else "original", len(neighbours), searched,
+                   prediction_s, compare_s)

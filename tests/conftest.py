@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.prepare import bundle_data
+from harness.prepare.neighbours import attach, distil
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -47,6 +48,22 @@ def stage_bundle(dest: Path, fixture_dbs: dict[str, Path], *, precompute: bool =
 def sample_bundle(tmp_path_factory, fixture_dbs) -> Path:
     """A staged bundle root over the whole sample, gold results precomputed. Treat as read-only."""
     return stage_bundle(tmp_path_factory.mktemp("bundle"), fixture_dbs)
+
+
+@pytest.fixture(scope="session")
+def neighbour_bundle(fixture_dbs, tmp_path_factory) -> Path:
+    """The sample bundle with neighbour databases for every database its rows use. Treat as read-only."""
+    root = tmp_path_factory.mktemp("neighbour_bundle")
+    stage_bundle(root, fixture_dbs)
+    index = json.loads((root / "data" / "index.json").read_text())
+    golds: dict[str, list[str]] = {}
+    for row in index["rows"]:
+        golds.setdefault(row["db_id"], []).append(row["gold"])
+    built = attach.build(golds, {d: root / "data" / "databases" / f"{d}.sqlite" for d in golds},
+                         tmp_path_factory.mktemp("neighbour_work"))
+    attach.attach(root / "data", index, built, distil.Settings(), ["train", "validation"])
+    (root / "data" / "index.json").write_bytes(bundle_data.dumps_canonical(index))
+    return root
 
 
 @pytest.fixture

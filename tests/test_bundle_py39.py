@@ -74,3 +74,46 @@ def test_bundle_runs_on_python_39(docker_client, sample_bundle, tmp_path):
     assert result["doctest_failures"] == 0
     assert (result["value_cap"], result["charged"], result["random"], result["clock"], result["runaway"]) == (
         "prediction_over_cap", "match", "forbidden", "forbidden", "prediction_over_budget")
+
+
+NEIGHBOUR_SCRIPT = r"""
+import doctest, importlib, json, os, sys
+sys.path.insert(0, "/pkgs")
+assert sys.version_info[:2] == (3, 9), sys.version
+os.environ["TRAINER_BUNDLE_ROOT"] = "/pkgs/bundle_under_test"
+grader = importlib.import_module("bundle_under_test.grader")
+out = {
+    "calls": [grader.grade(output=o, expected=e) for o, e in json.loads(sys.argv[1])],
+    "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
+                            for m in ("neighbour_source", "neighbour_values", "neighbour_mining", "neighbour_proof")),
+}
+print(json.dumps(out))
+"""
+SEARCHED = [("SELECT count(owner_id) FROM Owner", "SELECT count(*) FROM Owner"),  # right: the whole search runs
+            ("SELECT name , city FROM Owner WHERE age >= 41", "SELECT name , city FROM Owner WHERE age > 40"),
+            ("SELECT avg(weight) FROM Pet WHERE species = 'dog' AND weight > 1", "SELECT avg(weight) FROM Pet WHERE species = 'dog'")]
+
+
+def test_neighbours_and_the_search_give_the_same_verdicts_on_python_39(docker_client, neighbour_bundle, tmp_path,
+                                                                       monkeypatch):
+    import json
+    import shutil
+
+    from bundle import scoring_entry
+    pkgs = tmp_path / "pkgs"
+    shutil.copytree(neighbour_bundle, pkgs / "bundle_under_test")
+    for path in [pkgs, *pkgs.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    output = docker_client.containers.run(
+        IMAGE, ["python3", "-c", NEIGHBOUR_SCRIPT, json.dumps(SEARCHED)], remove=True, network_disabled=True,
+        read_only=True, user="65534:65534", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        environment={"PYTHONDONTWRITEBYTECODE": "1"}, tmpfs={"/tmp": "size=16m"},
+        volumes={str(pkgs): {"bind": "/pkgs", "mode": "ro"}}, mem_limit="512m")
+    there = json.loads(output.decode().strip().splitlines()[-1])
+    assert there["doctest_failures"] == 0  # the seeded draws are pinned in neighbour_source's doctest
+    for (completion, gold), got in zip(SEARCHED, there["calls"]):
+        here = scoring_entry.score_call(scoring_entry.read_call({"output": completion, "expected": gold}),
+                                        root=str(neighbour_bundle), caller="grader")
+        assert (got["outcome"], got["explanation"], got["decided_on"], got["searched"]) == \
+            (here.outcome, here.detail, here.decided_on, here.searched)
+    assert there["calls"][0]["searched"] > 0

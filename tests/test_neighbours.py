@@ -1,21 +1,22 @@
-"""Neighbour databases: generation is deterministic and faithful to the schema, distillation keeps what
-separates, and the bundle judges a match on every neighbour (harness/neighbours, bundle/verify.py)."""
+"""Neighbour databases: distillation keeps what separates and what the golds presuppose, ties and value sets
+are judged per gold, prepare proves what it writes, and the bundle judges a match on every neighbour
+(harness/prepare/neighbours, bundle/verify.py)."""
 
 from __future__ import annotations
 
 import json
-import random
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from bundle import scoring_entry
+from bundle import gold_results, neighbour_invariants, neighbour_mining, neighbour_proof, scoring_entry, sql_compare
+from bundle.neighbour_fuzz import Fuzzer
+from bundle.neighbour_source import read_original
 from bundle.scoring_limits import DEFAULT_LIMITS
-from bundle.verify import Neighbour, verify
-from conftest import stage_bundle
-from harness.prepare import bundle_data
-from harness.prepare.neighbours import attach, distil, fuzz, schema, values, variants
+from bundle.verify import MATCH, MISMATCH, Neighbour, gold_result, judge, verify
+from harness.prepare.neighbours import attach, distil, variants
 
 PETS_GOLDS = ["SELECT count(*) FROM Owner", "SELECT name FROM Pet WHERE species = 'dog'",
               "SELECT T1.name, count(*) FROM Owner AS T1 JOIN Pet AS T2 ON T1.owner_id = T2.owner_id GROUP BY T1.owner_id",
@@ -52,18 +53,14 @@ def test_the_same_seed_gives_the_same_bytes_and_another_seed_other_data(pets, tm
 
 
 def test_a_neighbour_keeps_the_schema_keys_and_what_the_data_implies(pets, pets_distilled):
-    original = schema.read_schema(pets)
     for path in pets_distilled.files:
         assert _master(path) == _master(pets)  # every table, column type, constraint and index
         assert _rows(path, "PRAGMA foreign_key_check") == []  # every reference points at a generated parent
-        for table in original.tables:
-            for i, col in enumerate(table.columns):
-                got = [r[i] for r in _rows(path, f'SELECT * FROM "{table.name}"')]
-                if not col.has_null:
-                    assert None not in got, (path.name, table.name, col.name)
-                if col.unique:
-                    present = [v for v in got if v is not None]
-                    assert len(set(present)) == len(present), (path.name, table.name, col.name)
+        conn = neighbour_invariants.open_read_only(str(path))
+        try:
+            assert neighbour_proof.violations(pets_distilled.profile, conn, pets_distilled.repeats_allowed) == []
+        finally:
+            conn.close()
 
 
 def test_a_column_a_gold_needs_repeated_is_not_kept_unique(tmp_path):
@@ -77,10 +74,15 @@ def test_a_column_a_gold_needs_repeated_is_not_kept_unique(tmp_path):
 
 
 def test_values_come_from_the_original_and_the_golds_literals(pets):
-    s = schema.read_schema(pets)
-    f = fuzz.Fuzzer(s, values.literals_by_column("SELECT name FROM Pet WHERE species = 'ferret'", {"species"}))
-    pool = f.pools[("Pet", "species")] + f.special[("Pet", "species")]
-    assert "ferret" in pool and set(s.table("Pet").column("species").values) <= set(pool)
+    conn = neighbour_invariants.open_read_only(str(pets))
+    try:
+        profile = neighbour_mining.mine(conn)
+        fuzzer = Fuzzer(read_original(conn), profile, distil.focus_for(["SELECT name FROM Pet WHERE species = 'ferret'"],
+                                                                        profile))
+    finally:
+        conn.close()
+    col = fuzzer._col("Pet", "species")
+    assert "ferret" in col.special and {"dog", "cat", "fish", "bird"} <= set(col.pool)
 
 
 def test_variants_change_one_thing_and_never_repeat_the_gold():
@@ -93,27 +95,105 @@ def test_variants_change_one_thing_and_never_repeat_the_gold():
 
 # --- distillation ----------------------------------------------------------------------------------
 
-def test_a_gold_is_not_judged_where_its_limit_cuts_a_tie(tmp_path):
-    db = tmp_path / "t.sqlite"
-    with sqlite3.connect(db) as conn:  # two scores only, many rows: the top score ties on most candidates
-        conn.executescript("CREATE TABLE p(id INTEGER PRIMARY KEY, score INT NOT NULL);"
-                           + "".join(f"INSERT INTO p VALUES ({i}, {1 + i % 2});" for i in range(1, 30)))
-    gold = "SELECT id FROM p ORDER BY score DESC LIMIT 1"
-    fuzzer = fuzz.Fuzzer(schema.read_schema(db), {}, special_share=0.0)
-    judged = tied = 0
-    for i in range(12):
-        candidate = distil.evaluate(fuzzer, tmp_path / f"c{i}.sqlite", random.Random(i), [gold], {gold: ([], [])},
-                                    distil.build_limits())
-        scores = sorted((s for (s,) in _rows(tmp_path / f"c{i}.sqlite", "SELECT score FROM p")), reverse=True)
-        top_tied = len(scores) > 1 and scores[0] == scores[1]
-        assert (gold in candidate.golds) is not top_tied, (i, scores[:3])
-        judged, tied = judged + (not top_tied), tied + top_tied
-    assert tied > 0  # the rule was exercised
+def _tied(tmp_path: Path) -> tuple[Path, Path]:
+    """An original with one top score, and a neighbour of it whose top score is tied."""
+    original, tied = tmp_path / "o.sqlite", tmp_path / "t.sqlite"
+    for path, rows in ((original, [(1, 9), (2, 5), (3, 4)]), (tied, [(1, 9), (2, 9), (3, 9), (4, 1)])):
+        with sqlite3.connect(path) as conn:
+            conn.executescript("CREATE TABLE p(id INTEGER PRIMARY KEY, score INT NOT NULL);")
+            conn.executemany("INSERT INTO p VALUES (?, ?)", rows)
+    return original, tied
+
+
+TIE_GOLD = "SELECT id FROM p ORDER BY score DESC LIMIT 1"
+TIE_ANSWERS = [
+    pytest.param("SELECT id FROM p WHERE score = (SELECT max(score) FROM p)", MATCH, id="the whole tie, as max() reads it"),
+    pytest.param("SELECT id FROM p ORDER BY score DESC, id DESC LIMIT 1", MATCH, id="one of the tie, as the LIMIT reads it"),
+    pytest.param("SELECT id FROM p WHERE score > 8", MATCH, id="rows that happen to be the whole tie"),
+    pytest.param("SELECT id FROM p WHERE score = 9 AND id < 3", MISMATCH, id="part of the tie, more than the LIMIT"),
+    pytest.param("SELECT id FROM p WHERE score > 8 OR score < 2", MISMATCH, id="the tie and a row beside it"),
+]
+
+
+@pytest.mark.parametrize("answer, outcome", TIE_ANSWERS)
+def test_a_tie_its_limit_cuts_is_judged_per_gold_on_a_neighbour(tmp_path, answer, outcome):
+    original, tied = _tied(tmp_path)
+    limits = distil.build_limits()
+    assert judge(str(original), answer, gold_result(TIE_GOLD, str(original), limits), limits).outcome == MATCH
+    assert judge(str(tied), answer, gold_result(TIE_GOLD, str(tied), limits), limits, neighbour=True).outcome == outcome
+
+
+def test_a_value_set_read_once_matches_on_a_neighbour_only(tmp_path):
+    db = tmp_path / "v.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.executescript("CREATE TABLE channel(id INT, country TEXT); CREATE TABLE show(channel INT);"
+                           "INSERT INTO channel VALUES (1, 'Italy'), (2, 'Italy'), (3, 'Peru');"
+                           "INSERT INTO show VALUES (1), (2), (3);")
+    gold = "SELECT c.country FROM channel AS c JOIN show AS s ON c.id = s.channel"  # Italy twice
+    limits = distil.build_limits()
+    found = gold_result(gold, str(db), limits)
+    once = "SELECT DISTINCT country FROM channel"
+    assert judge(str(db), once, found, limits).outcome == MISMATCH  # the original's own rule: a bag of rows
+    assert judge(str(db), once, found, limits, neighbour=True).outcome == MATCH
+    twice_peru = "SELECT country FROM channel UNION ALL SELECT 'Peru'"
+    assert judge(str(db), twice_peru, found, limits, neighbour=True).outcome == MISMATCH  # another repetition
+
+
+def _result(rows: list[tuple], null_keys: bool | None = None) -> gold_results.GoldResult:
+    return gold_results.GoldResult(sql_compare.bag_shape(rows, 1), 1, None, null_keys)
+
+
+PRESUPPOSED = [
+    pytest.param([(3,)], [(4,)], None, id="other rows: judged"),
+    pytest.param([(3,)], [], "no rows", id="no rows where the original has some"),
+    pytest.param([], [(1,)], None, id="rows where the original has none: judged"),
+    pytest.param([(3,)], [(None,)], "row of NULLs", id="max() over nothing"),
+    pytest.param([(None,)], [(None,)], None, id="a row of NULLs the original has too"),
+]
+
+
+@pytest.mark.parametrize("there, here, why", PRESUPPOSED)
+def test_a_gold_is_judged_only_where_what_it_presupposes_holds(there, here, why):
+    found = neighbour_proof.judges(_result(there), _result(here))
+    assert (found is None) if why is None else why in found
+
+
+def test_a_null_sort_key_the_original_never_sorts_by_is_no_place_to_judge():
+    assert "NULL key" in neighbour_proof.judges(_result([(1,)], False), _result([(1,)], True))
+    assert neighbour_proof.judges(_result([(1,)], True), _result([(1,)], True)) is None
 
 
 def test_the_kept_neighbours_separate_constant_answers(pets_distilled):
     assert pets_distilled.constants and pets_distilled.constants_separated == pets_distilled.constants
     assert len(pets_distilled.files) <= distil.Settings().max_keep
+
+
+ROUNDS = [
+    pytest.param(dict(enough=1.01, min_gain=0), 12, id="never enough, every round gains: every round is built"),
+    pytest.param(dict(enough=0.0), 4, id="enough after the first round: one round"),
+    pytest.param(dict(enough=1.01, min_gain=10_000), 4, id="a round that gains too little ends the rounds"),
+]
+
+
+@pytest.mark.parametrize("change, built", ROUNDS)
+def test_more_candidates_are_built_where_the_kept_ones_separate_too_little(pets, tmp_path, change, built):
+    settings = distil.Settings(candidates=4, max_candidates=12, **change)
+    assert distil.distil("pets_club", pets, PETS_GOLDS, tmp_path, settings).candidates_built == built
+
+
+def test_prepare_writes_nothing_when_a_neighbour_breaks_an_invariant(pets, pets_distilled, tmp_path):
+    import dataclasses
+    broken = tmp_path / "broken.sqlite"
+    shutil.copy(pets_distilled.files[0], broken)
+    with sqlite3.connect(broken) as conn:
+        conn.execute("INSERT INTO Pet (pet_id, owner_id, name) VALUES (999, 4242, 'Ghost')")  # an owner nobody is
+    data = tmp_path / "data"
+    data.mkdir()
+    index = {"databases": {"pets_club": {}}}
+    with pytest.raises(attach.NeighbourInvariantError, match="pets_club"):
+        attach.attach(data, index, {"pets_club": dataclasses.replace(pets_distilled, files=[broken])},
+                      distil.Settings(), ["eval"])
+    assert not (data / attach.FOLDER).exists() and index == {"databases": {"pets_club": {}}}
 
 
 def test_a_constant_answer_repeats_the_rows():
@@ -123,21 +203,6 @@ def test_a_constant_answer_repeats_the_rows():
 
 
 # --- scoring -----------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def neighbour_bundle(fixture_dbs, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("neighbour_bundle")
-    stage_bundle(root, fixture_dbs)
-    index = json.loads((root / "data" / "index.json").read_text())
-    golds: dict[str, list[str]] = {}
-    for row in index["rows"]:
-        golds.setdefault(row["db_id"], []).append(row["gold"])
-    built = attach.build(golds, {d: root / "data" / "databases" / f"{d}.sqlite" for d in golds},
-                         tmp_path_factory.mktemp("neighbour_work"))
-    attach.attach(root / "data", index, built, distil.Settings(), ["train", "validation"])
-    (root / "data" / "index.json").write_bytes(bundle_data.dumps_canonical(index))
-    return root
-
 
 def _grade(root: Path, output: str, expected: str, semantics: str = "neighbours", db_id: str | None = None):
     limits = scoring_entry.current_limits().replace(semantics=semantics)
@@ -176,7 +241,6 @@ def test_a_bundle_without_neighbours_scores_as_before(sample_bundle):
 
 
 def test_a_changed_neighbour_file_is_an_infrastructure_error(neighbour_bundle, tmp_path):
-    import shutil
     copy = Path(shutil.copytree(neighbour_bundle, tmp_path / "copy"))
     victim = sorted((copy / "data" / "neighbours").glob("pets_club-*.sqlite"))[0]
     victim.write_bytes(victim.read_bytes() + b"\0")

@@ -6,8 +6,8 @@ original's data (harness.audit.invariants). The witnesses of one original, built
 
 * ``emptied``: the schema with no row (keeps every invariant, vacuously): a gold whose result
   depends on the data returns something else there, so an answer that reads no table is wrong;
-* ``fuzzed k``: a database drawn by the neighbour generator (harness.prepare.neighbours.fuzz) with
-  the audit's own seeds, from the original's values and the golds' literals;
+* ``fuzzed k``: a database drawn by the neighbour generator (bundle.neighbour_fuzz) with the
+  audit's own seeds, from the original's values and the golds' literals;
 * ``doubled T``: the original with every row of table ``T`` copied once, with fresh values in its
   declared keys and in every column the invariants keep unique: duplicates where the data allows
   them, twice the rows for a LIMIT to cut, twice every count;
@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import random
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bundle import neighbour_invariants, neighbour_mining
+from bundle.neighbour_fuzz import Fuzzer
+from bundle.neighbour_source import Draw, read_original
+from bundle.neighbour_values import grouped_columns
 from harness.audit import invariants as inv
-from harness.prepare.neighbours.fuzz import Fuzzer
-from harness.prepare.neighbours.schema import read_schema
-from harness.prepare.neighbours.values import grouped_columns, literals_by_column
+from harness.prepare.neighbours.distil import focus_for
 
 FUZZED = 8  # fuzzed witnesses per database
 SEED = "spider-scoring-audit"
@@ -178,14 +179,13 @@ class WitnessSet:
     def _fuzz(self, k: int, path: Path) -> None:
         """Fuzzed witness ``k``: the neighbour generator as prepare sets it up, with the audit's seed."""
         if self._fuzzer is None:
-            schema = read_schema(self.original)
-            lowered = {c.name.lower() for t in schema.tables for c in t.columns}
-            literals: dict[str, list] = {}
-            for gold in self.golds:
-                for column, found in literals_by_column(gold, lowered).items():
-                    literals.setdefault(column, []).extend(v for v in found if v not in literals.get(column, []))
-            self._fuzzer = Fuzzer(schema, literals, grouped=self.repeatable)
-        self._fuzzer.write(path, random.Random(f"{SEED}:{self.db_id}:{k}"))
+            conn = neighbour_invariants.open_read_only(str(self.original))
+            try:
+                profile, source = neighbour_mining.mine(conn), read_original(conn)
+            finally:
+                conn.close()
+            self._fuzzer = Fuzzer(source, profile, focus_for(self.golds, profile))
+        self._fuzzer.build(str(path), Draw(f"{SEED}:{self.db_id}:{k}"))
 
     def _fresh_columns(self, table: str, keys_only: bool) -> set[str]:
         keys = declared_keys(self.original, table)

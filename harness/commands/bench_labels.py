@@ -168,12 +168,13 @@ class Judged:
 
 def judge(pairs: Iterable[LabelledPair], root: Path) -> list[Judged]:
     """Score each pair with the staged bundle at ``root`` as the grader does (the bundle's own
-    limits and semantics, gold results and neighbours from its index)."""
+    limits and semantics, gold results and neighbours from its index, and the grader's
+    counterexample search)."""
     out = []
     for pair in pairs:
         call = scoring_entry.read_call({"solution_str": pair.prediction, "ground_truth": pair.gold,
                                         "extra_info": {"db_id": pair.db_id}})
-        verdict = scoring_entry.score_call(call, root=str(root))
+        verdict = scoring_entry.score_call(call, root=str(root), caller="grader")
         out.append(Judged(pair, float(verdict.original_score or 0.0), float(verdict.score or 0.0),
                           verdict.decided_on))
     return out
@@ -245,8 +246,8 @@ def print_figures(f: dict, neighbours: dict) -> None:
     print(f"  rejected on       {', '.join(f'{k} {v}' for k, v in sorted(f['decided_on'].items()))}")
     if f["not_accepted"]:
         print(f"  not accepted by the original any more (left out): {', '.join(f['not_accepted'])}")
-    if "precision" in neighbours:
-        w = neighbours["precision"]
+    w = neighbours.get("search", {}).get("rewrites")
+    if w:
         print(f"  equivalent rewrites rejected: {w['rejected']} of {w['rewrites']} "
               f"({w['rejected'] / w['rewrites']:.1%}; target <= 1%)")
     else:

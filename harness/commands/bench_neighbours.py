@@ -1,19 +1,19 @@
-"""The neighbour databases' figures for `bench` (docs/bundle.md, "Neighbour databases").
+"""The neighbour databases' figures for `bench` (docs/neighbours.md, "Cost and figures").
 
 1. the default splits (2,000 / 600 / 300 rows, read from the Spider copy's JSON files): prepared
    without neighbours and with the default ``--neighbours eval,rl``: neighbour databases, bytes,
    build time, the zip's size both ways;
-2. every dev database, with its dev golds: neighbours per database, bytes, build time; the golds'
-   mechanical mutations (harness.common.mutate) that return the gold's rows on the original and the
-   share the neighbours separate; the constant and empty answers the original accepts and the
-   share the neighbours refuse; a seeded sample of separated mutations to read by hand;
-3. every real gold of train and dev against itself, with the neighbours of its database (built
-   with all of that database's golds): all must score 1.0;
-4. reward throughput on the dev pairs (each gold as its own completion: every call a match, the
-   most expensive case) with ``semantics=neighbours`` against ``original``, in one run (target:
-   at least half); and the same with half the answers wrong (only matches pay for neighbours);
-5. precision: fixtures/neighbours/rewrites.json, rewrites of real golds that answer the same
-   question: how many a neighbour rejects (target under 2%).
+2. every dev database, with its dev golds: per database the invariants its neighbours keep, the
+   neighbours kept, candidates built, bytes, build time; the look-alike queries and the golds'
+   mechanical mutations (harness.common.mutate) that return the gold's rows on the original, and
+   the share the neighbours separate, and the search after them; the constant and empty answers
+   the original accepts and the share the neighbours refuse; a seeded sample of separated
+   mutations to read by hand;
+3. reward throughput on the dev pairs (each gold as its own completion: every call a match, the
+   most expensive case) with ``semantics=neighbours`` against ``original``, in one run (target: at
+   least half); and the same with half the answers wrong (only matches pay for neighbours);
+4. the search's figures (``bench_search``): its cost for the grader and the reward, every real gold
+   of train and dev against itself under it, the equivalent rewrites it and the neighbours reject.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from bundle import scoring_entry
-from bundle.verify import Neighbour, verify
-from harness.commands.bench_budget import spider_golds
+from bundle.verify import verify
+from harness.commands import bench_search
+from harness.commands.bench_search import golds_by_db, neighbours_of, searcher
 from harness.common import mutate
 from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data, job, pack, splits
@@ -39,7 +40,6 @@ from harness.prepare.fetch_rows import FetchStats
 from harness.prepare.neighbours import attach, distil
 
 ROOT = Path(__file__).resolve().parents[2]
-REWRITES = ROOT / "fixtures" / "neighbours" / "rewrites.json"
 
 
 class SpiderFiles:
@@ -85,61 +85,31 @@ def default_splits(spider: Path, work: Path) -> dict:
     return out
 
 
-def _golds(spider: Path, names: tuple[str, ...]) -> dict[str, list[str]]:
-    """db_id -> its distinct golds in the files ``names``, in the order they first appear."""
-    found: dict[str, list[str]] = collections.defaultdict(list)
-    for db_id, gold, _path in spider_golds(spider, names):
-        found[db_id].append(gold)
-    return dict(sorted(found.items()))
-
-
-def _neighbours(built: distil.Distilled, gold: str) -> list[Neighbour]:
-    return [Neighbour(f"neighbour {i + 1}", str(path), result)
-            for i, (path, result) in enumerate(zip(built.files, built.results[gold])) if result is not None]
-
-
 def dev_build(spider: Path, work: Path, show: int) -> dict:
     tally: collections.Counter = collections.Counter()
-    kept, separated_examples = [], []
+    kept, invariants, separated_examples = [], {}, []
     started = time.monotonic()
-    for db_id, golds in _golds(spider, ("dev.json",)).items():
-        original = str(spider / "database" / db_id / f"{db_id}.sqlite")
-        built = distil.distil(db_id, Path(original), golds, work / db_id)
-        kept.append((db_id, len(built.files), sum(f.stat().st_size for f in built.files)))
+    for db_id, golds in golds_by_db(spider, ("dev.json",)).items():
+        original = spider / "database" / db_id / f"{db_id}.sqlite"
+        built = distil.distil(db_id, original, golds, work / db_id)
+        kept.append((db_id, len(built.files), sum(f.stat().st_size for f in built.files), built.candidates_built))
+        invariants[db_id] = built.profile.counts()
         for gold in golds:
-            nbs = _neighbours(built, gold)
+            nbs = neighbours_of(built, gold)
             tally["golds"] += 1
-            tally["golds_match"] += verify(gold, gold, original, is_sql=True, neighbours=nbs).outcome == "match"
+            tally["golds_match"] += verify(gold, gold, str(original), is_sql=True, neighbours=nbs).outcome == "match"
             for m in mutate.sorted_mutations(gold, original)[1]:
                 tally["same_on_original"] += 1
-                verdict = verify(m.sql, gold, original, is_sql=True, neighbours=nbs)
+                verdict = verify(m.sql, gold, str(original), is_sql=True, neighbours=nbs,
+                                 search=searcher(built, original, gold))
                 if verdict.outcome != "match" and verdict.original_score == 1.0:
-                    tally["separated"] += 1
+                    tally["searched" if verdict.decided_on.startswith("search") else "separated"] += 1
                     separated_examples.append((db_id, m.kind, gold, m.sql, verdict.detail))
-        tally["constants"] += built.constants
-        tally["constants_separated"] += built.constants_separated
+        for key, value in (("constants", built.constants), ("constants_separated", built.constants_separated),
+                           ("look_alikes", built.targets), ("look_alikes_separated", built.separated)):
+            tally[key] += value
     sample = random.Random(0).sample(separated_examples, min(show, len(separated_examples)))
-    return {"seconds": time.monotonic() - started, "kept": kept, **tally, "sample": sample}
-
-
-def all_golds(spider: Path, work: Path) -> dict:
-    tally: collections.Counter = collections.Counter()
-    started = time.monotonic()
-    failures = []
-    for db_id, golds in _golds(spider, ("train_spider.json", "dev.json")).items():
-        original = str(spider / "database" / db_id / f"{db_id}.sqlite")
-        built = distil.distil(db_id, Path(original), golds, work / db_id)
-        tally["neighbours"] += len(built.files)
-        for gold in golds:
-            verdict = verify(gold, gold, original, is_sql=True, neighbours=_neighbours(built, gold))
-            if verdict.outcome in ("gold_error",):
-                tally["broken_golds"] += 1  # Spider's own broken golds: prepare leaves them out
-                continue
-            tally["golds"] += 1
-            tally["checked"] += verdict.neighbours_checked
-            if verdict.score != 1.0:
-                failures.append((db_id, gold, verdict.outcome, verdict.detail))
-    return {"seconds": time.monotonic() - started, **tally, "failures": failures[:10], "failed": len(failures)}
+    return {"seconds": time.monotonic() - started, "kept": kept, "invariants": invariants, **tally, "sample": sample}
 
 
 def throughput(root: Path, rows: list[dict], repeat: int, wrong_share: float = 0.0) -> dict:
@@ -169,27 +139,6 @@ def throughput(root: Path, rows: list[dict], repeat: int, wrong_share: float = 0
             "mean_checked": checked / len(calls)}
 
 
-def precision(spider: Path, work: Path) -> dict:
-    corpus = json.loads(REWRITES.read_text(encoding="utf-8"))["rewrites"]
-    by_db: dict[str, list[dict]] = collections.defaultdict(list)
-    for item in corpus:
-        by_db[item["db_id"]].append(item)
-    others = _golds(spider, ("dev.json", "train_spider.json"))
-    rejected = []
-    for db_id, items in sorted(by_db.items()):
-        original = spider / "database" / db_id / f"{db_id}.sqlite"
-        golds = sorted({i["gold"] for i in items})
-        golds += [g for g in others.get(db_id, []) if g not in golds][:40]  # the database's other golds, as in a build
-        built = distil.distil(db_id, original, golds, work / db_id)
-        for item in items:
-            verdict = verify(item["rewrite"], item["gold"], str(original), is_sql=True,
-                             neighbours=_neighbours(built, item["gold"]))
-            if verdict.outcome != "match":
-                rejected.append((item["kind"], db_id, item["gold"], item["rewrite"], verdict.detail))
-    return {"rewrites": len(corpus), "rejected": len(rejected), "examples": rejected,
-            "kinds": dict(collections.Counter(i["kind"] for i in corpus))}
-
-
 def with_neighbours(root: Path, dest: Path, work: Path) -> Path:
     """A copy of the staged bundle ``root`` with neighbours for every database its rows use."""
     shutil.copytree(root, dest)
@@ -211,10 +160,11 @@ def run(spider: Path, root: Path, rows: list[dict], repeat: int, *, quick: bool,
             figures = {"default_splits": default_splits(spider, work / "splits"),
                        "dev": dev_build(spider, work / "dev", show),
                        "throughput": throughput(staged, rows, repeat),
-                       "throughput_half_wrong": throughput(staged, rows, repeat, wrong_share=0.5)}
-        if not quick:
-            figures["all_golds"] = all_golds(spider, work / "all")
-            figures["precision"] = precision(spider, work / "precision")
+                       "throughput_half_wrong": throughput(staged, rows, repeat, wrong_share=0.5),
+                       "search": {"throughput": bench_search.throughput(staged, rows[:60], 1)}}
+            if not quick:
+                figures["search"]["all_golds"] = bench_search.all_golds(spider, work / "all")
+                figures["search"]["rewrites"] = bench_search.rewrites(spider, work / "rewrites")
     return figures
 
 
@@ -224,11 +174,17 @@ def print_figures(f: dict) -> None:
     print(f"neighbours, default splits: {n['neighbours']['kept']} neighbour databases for {n['databases']} databases "
           f"of eval+rl, {n['neighbours']['bytes']:,} bytes; prepare {n['seconds']:.0f} s with them, "
           f"{w['seconds']:.0f} s without; zip {n['zip_bytes']:,} bytes with, {w['zip_bytes']:,} without")
-    print(f"  dev databases ({len(d['kept'])}): {sum(k for _d, k, _b in d['kept'])} neighbours, "
-          f"{sum(b for _d, _k, b in d['kept']):,} bytes, built in {d['seconds']:.0f} s; per database "
-          + ", ".join(f"{db} {k}" for db, k, _b in d["kept"]))
+    print(f"  dev databases ({len(d['kept'])}): {sum(k[1] for k in d['kept'])} neighbours, "
+          f"{sum(k[2] for k in d['kept']):,} bytes, {sum(k[3] for k in d['kept'])} candidates built in "
+          f"{d['seconds']:.0f} s; per database (neighbours/candidates) "
+          + ", ".join(f"{db} {k}/{c}" for db, k, _b, c in d["kept"]))
+    for db_id, counts in d["invariants"].items():
+        print(f"    {db_id} keeps: " + ", ".join(f"{v} {what}" for what, v in counts.items() if v))
+    print(f"  look-alike queries the original cannot tell from their gold: {d['look_alikes']}; separated by the "
+          f"neighbours {d['look_alikes_separated']} ({d['look_alikes_separated'] / max(d['look_alikes'], 1):.0%})")
     print(f"  mutated golds the original cannot tell from their gold: {d['same_on_original']}; separated by the "
-          f"neighbours {d['separated']} ({d['separated'] / max(d['same_on_original'], 1):.0%})")
+          f"neighbours {d['separated']}, by the search after them {d['searched']} "
+          f"({(d['separated'] + d['searched']) / max(d['same_on_original'], 1):.0%})")
     print(f"  constant and empty answers the original accepts: {d['constants']}; refused by the neighbours "
           f"{d['constants_separated']} ({d['constants_separated'] / max(d['constants'], 1):.0%}); dev golds matching "
           f"themselves {d['golds_match']}/{d['golds']}")
@@ -238,15 +194,6 @@ def print_figures(f: dict) -> None:
     h = f["throughput_half_wrong"]
     print(f"  with half the answers wrong (as in a GRPO group): {h['neighbours']:.0f} calls/s with neighbours, "
           f"{h['original']:.0f} without: ratio {h['ratio']:.2f}")
-    if "all_golds" in f:
-        a = f["all_golds"]
-        print(f"  every real gold of train and dev against itself: {a['golds'] - a['failed']}/{a['golds']} score 1.0 "
-              f"on their {a['neighbours']} neighbour databases ({a['checked']} neighbour runs, {a['seconds']:.0f} s)")
-    if "precision" in f:
-        p = f["precision"]
-        print(f"  precision: {p['rejected']} of {p['rewrites']} equivalent rewrites rejected by a neighbour "
-              f"({p['rejected'] / p['rewrites']:.1%}; target < 2%)")
-        for kind, db_id, _gold, rewrite, detail in p["examples"]:
-            print(f"    rejected [{kind}] {db_id}: {rewrite}  ({detail[:80]})")
+    bench_search.print_figures(f["search"])
     for db_id, kind, gold, sql, detail in d["sample"]:
         print(f"  separated [{kind}] {db_id}: {' '.join(gold.split())}\n      -> {sql}  ({detail[:80]})")

@@ -77,7 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--neighbour-seed", type=_count, metavar="N", default=distil.Settings.seed,
         help="seed of the neighbour databases (default %(default)s)")
     add("--neighbour-candidates", type=_count, metavar="N", default=distil.Settings.candidates,
-        help="fuzzed candidates built per database before the few kept are chosen (default %(default)s)")
+        help="fuzzed candidates built per database and round before the few kept are chosen (default %(default)s)")
+    add("--max-neighbour-candidates", type=_count, metavar="N", default=distil.Settings.max_candidates,
+        help="candidates built per database at most: more rounds where the kept ones separate under "
+             f"{round(distil.Settings.enough * 100)}%% of the look-alike queries (default %(default)s)")
     add("--max-neighbours", type=_count, metavar="N", default=distil.Settings.max_keep,
         help="neighbour databases kept per database at most (default %(default)s)")
     add("--no-audit", action="store_true",
@@ -99,6 +102,7 @@ def _splits(text: str) -> tuple[str, ...]:
 
 def _plan(args: argparse.Namespace) -> job.NeighbourPlan:
     settings = dataclasses.replace(distil.Settings(), seed=args.neighbour_seed, candidates=args.neighbour_candidates,
+                                   max_candidates=max(args.max_neighbour_candidates, args.neighbour_candidates),
                                    max_keep=args.max_neighbours)
     return job.NeighbourPlan(args.neighbours, settings)
 

@@ -1,13 +1,21 @@
-"""The pre-push check of a bundle's neighbour databases (docs/bundle.md, "Neighbour databases").
+"""The pre-push check of a bundle's neighbour databases (docs/neighbours.md, "Checks").
 
-``neighbour databases``: every distinct gold matches itself on the original database and on every
-neighbour it is judged on (through the bundle's ``grader.grade``, as the trainer scores); and the
-mechanical mutations of the golds that the original database cannot tell from their gold
-(harness.common.mutate: they return the gold's rows there) are counted, with the share the
-neighbours separate. Counting never fails the check: separating is the neighbours' purpose, not a
-promise. A bundle built without neighbours passes, saying so.
+``neighbour databases``:
 
-Standard library only: it runs inside the trainer container too.
+* every neighbour keeps every invariant of its original's data that the index records, and every
+  gold judged on a neighbour finds there what it presupposes (the bundle's own
+  ``neighbour_proof.prove_bundle``, run on the unpacked zip: the proof ``prepare`` made, again);
+* every distinct gold matches itself on the original database and on every neighbour it is judged
+  on (through the bundle's ``grader.grade``, as the trainer scores);
+* a sample of golds, given as a prediction in another text (so that the search cannot tell it is
+  the gold's), matches itself under the grader's counterexample search too;
+* the mechanical mutations of the golds that the original database cannot tell from their gold
+  (harness.common.mutate: they return the gold's rows there) are counted, with the share the
+  neighbours and the search separate. Counting never fails the check: separating is their
+  purpose, not a promise.
+
+A bundle built without neighbours passes, saying so. Standard library only: it runs inside the
+trainer container too.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from harness.common.bundle_loader import LoadedBundle
 from harness.emulator.check_result import Check, _check
 
 NAME = "neighbour databases"
+SEARCHED_GOLDS = 20  # golds checked against themselves under the search (each searches its whole budget)
+OTHER_TEXT = "\n-- the gold, as a prediction"  # another text, the same query: the search does not skip it
 
 
 def check_neighbours(loaded: LoadedBundle, max_golds: int | None = None) -> Check:
@@ -28,16 +38,15 @@ def check_neighbours(loaded: LoadedBundle, max_golds: int | None = None) -> Chec
     if not count:
         return Check(NAME, True, "no neighbour databases in this bundle (prepared with --neighbours none): "
                                  "completions are judged on the original databases only")
+    failures = [f"invariant: {v}" for v in loaded.module("neighbour_proof").prove_bundle(index, str(loaded.root / "data"))]
     grade = loaded.function("grader:grade")
-    files = loaded.database_files()
     pairs = sorted({(r["db_id"], r["gold"]) for r in index.get("rows", [])
                     if databases.get(r["db_id"], {}).get("neighbours")})[:max_golds]
-    failures: list[str] = []
-    runs = 0
-    tally: collections.Counter = collections.Counter()
-    for db_id, gold in pairs:
+    runs, searched = 0, 0
+    for k, (db_id, gold) in enumerate(pairs):
+        text = gold + OTHER_TEXT if k < SEARCHED_GOLDS else gold
         try:
-            info = grade(output=gold, expected=gold, extra_info={"db_id": db_id})
+            info = grade(output=text, expected=gold, extra_info={"db_id": db_id})
         except Exception as exc:  # noqa: BLE001 - reported as this gold's failure, as the golds check does
             failures.append(f"{db_id}: gold {gold[:90]!r}: {type(exc).__name__}: {exc}")
             continue
@@ -45,14 +54,25 @@ def check_neighbours(loaded: LoadedBundle, max_golds: int | None = None) -> Chec
             failures.append(f"{db_id}: gold {gold[:90]!r} does not match itself: {info}")
             continue
         runs += int(info.get("neighbours_checked") or 0)
+        searched += int(info.get("searched") or 0)
+    tally = _separated(loaded, grade, pairs)
+    share = f"{tally['separated'] / tally['look-alike']:.0%}" if tally["look-alike"] else "none to separate"
+    return _check(NAME, failures,
+                  f"{count} neighbour databases of {sum(1 for e in databases.values() if e.get('neighbours'))} "
+                  f"databases keep every invariant of their originals; {len(pairs)} golds match on the original "
+                  f"and on their neighbours ({runs} neighbour runs), {min(len(pairs), SEARCHED_GOLDS)} under the "
+                  f"search too ({searched} databases searched); {tally['separated']} of {tally['look-alike']} "
+                  f"mutated golds the original cannot tell from their gold are separated ({share})",
+                  f"{len(failures)} failures: invariants broken, or golds that do not match themselves")
+
+
+def _separated(loaded: LoadedBundle, grade, pairs: list[tuple[str, str]]) -> collections.Counter:
+    """Mutated golds the original cannot tell from their gold, and how many the grader separates."""
+    files = loaded.database_files()
+    tally: collections.Counter = collections.Counter()
+    for db_id, gold in pairs:
         for mutation in mutate.sorted_mutations(gold, files[db_id])[1]:
             tally["look-alike"] += 1
             verdict = grade(output=mutation.sql, expected=gold, extra_info={"db_id": db_id})
             tally["separated"] += verdict.get("score") == 0.0 and verdict.get("original_score") == 1.0
-    share = f"{tally['separated'] / tally['look-alike']:.0%}" if tally["look-alike"] else "none to separate"
-    return _check(NAME, failures,
-                  f"{count} neighbour databases of {sum(1 for e in databases.values() if e.get('neighbours'))} "
-                  f"databases; {len(pairs)} golds match on the original and on their neighbours ({runs} neighbour "
-                  f"runs); {tally['separated']} of {tally['look-alike']} mutated golds the original cannot tell "
-                  f"from their gold are separated by the neighbours ({share})",
-                  f"{len(failures)} of {len(pairs)} golds do not match themselves on their neighbours")
+    return tally

@@ -73,11 +73,13 @@ def _warnings(sizes: splits.Sizes, written: dict[str, int], stats: dict[str, dic
 
 
 def neighbours(built: dict, index: dict, chosen: tuple[str, ...]) -> dict:
-    """What the neighbour databases are: per database the count and bytes, and what they separate."""
+    """What the neighbour databases are: per database the count and bytes, the invariants they keep
+    (every one, proved: ``invariants`` counts them), and what they separate."""
     entries = index["databases"]
     per_db = {db_id: {"kept": len(d.files), "bytes": sum(e["bytes"] for e in entries[db_id].get("neighbours", [])),
-                      "candidates": d.candidates_built, "look_alikes": d.targets, "separated": d.separated,
-                      "constants": d.constants, "constants_separated": d.constants_separated}
+                      "candidates": d.candidates_built, "refused": d.candidates_refused, "look_alikes": d.targets,
+                      "separated": d.separated, "constants": d.constants, "constants_separated": d.constants_separated,
+                      "not_judged": d.unjudged, "invariants": d.profile.counts()}
               for db_id, d in sorted(built.items())}
     total = {key: sum(v[key] for v in per_db.values())
              for key in ("kept", "bytes", "look_alikes", "separated", "constants", "constants_separated")}

@@ -5,10 +5,14 @@ Index additions (README, "Bundle data layout"; ``bundle/bundle_index.py`` reads 
     "databases": {"<db_id>": {..., "neighbours": [{"file": "neighbours/<db_id>-1.sqlite",
                                                    "sha256": "...", "bytes": 12288}, ...]}}
     "neighbour_results": {"<db_id>": {"<gold text>": [<result on neighbour 1> | null, ...]}}
+    "invariants": {"<db_id>": {"profile": {...}, "repeats_allowed": ["hometown", ...]}}
     "neighbours": {"seed": 0, "candidates": 24, "max_keep": 3, "max_rows": 60, "splits": ["eval", "rl"]}
 
-A result is the same JSON as ``gold_results`` (rows, order segments, steps); ``null`` where the
-gold is not judged on that neighbour (its ORDER BY ... LIMIT cut a tie there, or it failed).
+A result is the same JSON as ``gold_results`` (rows, order segments, steps, the rows with a tie
+its LIMIT cuts); ``null`` where the gold is not judged on that neighbour (it failed there, or a key
+it sorts by is NULL there and not on the original). ``invariants`` holds what every neighbour of
+the database keeps (``bundle/neighbour_invariants.py``), proved on the files written
+(``bundle/neighbour_proof.py``): a bundle whose neighbours break one is not written.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from bundle import gold_results
+from bundle import gold_results, neighbour_invariants, neighbour_proof
+from harness.common.errors import HarnessError
 from harness.prepare.neighbours.distil import Distilled, Settings, distil
 
 FOLDER = "neighbours"
@@ -44,14 +49,22 @@ def build(golds_by_db: Mapping[str, Iterable[str]], databases: Mapping[str, Path
 
 def attach(data_dir: Path, index: dict, distilled: Mapping[str, Distilled], settings: Settings,
            splits: Iterable[str]) -> dict:
-    """Copy the kept files under ``data_dir/neighbours`` and record them and the results in ``index``."""
+    """Prove the kept files, then copy them under ``data_dir/neighbours`` and record them in ``index``.
+
+    Nothing is written when a neighbour breaks an invariant (NeighbourInvariantError).
+    """
+    invariants = {db_id: {"profile": neighbour_invariants.to_json(found.profile),
+                          "repeats_allowed": sorted(found.repeats_allowed)} for db_id, found in distilled.items()}
+    results = {db_id: {gold: [None if r is None else gold_results.to_json(r) for r in per]
+                       for gold, per in sorted(found.results.items())} for db_id, found in distilled.items()}
+    for db_id, found in sorted(distilled.items()):
+        _prove(db_id, invariants[db_id], found, results[db_id])
     folder = data_dir / FOLDER
     wanted = {f"{db_id}-{k + 1}.sqlite" for db_id, d in distilled.items() for k in range(len(d.files))}
     if folder.exists():
         for stale in folder.iterdir():
             if stale.name not in wanted:
                 stale.unlink()
-    results: dict[str, dict] = {}
     for db_id, found in sorted(distilled.items()):
         entries = []
         for k, source in enumerate(found.files):
@@ -64,8 +77,21 @@ def attach(data_dir: Path, index: dict, distilled: Mapping[str, Distilled], sett
                             "bytes": len(data)})
         if db_id in index["databases"]:
             index["databases"][db_id]["neighbours"] = entries
-        results[db_id] = {gold: [None if r is None else gold_results.to_json(r) for r in per]
-                          for gold, per in sorted(found.results.items())}
-    index["neighbour_results"] = results
+    index["neighbour_results"] = dict(sorted(results.items()))
+    index["invariants"] = dict(sorted(invariants.items()))
     index["neighbours"] = {**dataclasses.asdict(settings), "splits": sorted(set(splits))}
     return index
+
+
+def _prove(db_id: str, invariants: dict, found: Distilled, results: dict) -> None:
+    """The check in ``prepare``: every neighbour kept keeps every invariant, before anything is written."""
+    originals = {gold: gold_results.to_json(r) for gold, r in found.originals.items()}
+    broken = neighbour_proof.prove_database(db_id, invariants, [str(f) for f in found.files], results, originals)
+    if broken:
+        raise NeighbourInvariantError(f"{len(broken)} invariants of {db_id} are broken on its neighbour databases "
+                                      f"(first: {broken[0]}); this is a bug of the generator: report it, and "
+                                      "prepare with --neighbours none meanwhile")
+
+
+class NeighbourInvariantError(HarnessError):
+    """A neighbour database built breaks an invariant of its original's data: never written into a bundle."""

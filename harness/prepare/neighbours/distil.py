@@ -2,17 +2,27 @@
 
 For one original database and its golds (``distil``):
 
-1. targets: for each gold, its neighbour queries (``variants``) that the original cannot tell from
+1. invariants: what the original's data implies (``bundle.neighbour_mining.mine``); every
+   candidate keeps all of them, or is not used (``Fuzzer.build`` reports what it breaks);
+2. targets: for each gold, its neighbour queries (``variants``) that the original cannot tell from
    it (they run and return the gold's rows there, under the scorer's own comparison), plus the
    constant answer that merely repeats the gold's rows (``SELECT 6`` for "how many singers") and,
    for a gold with no rows, an empty answer;
-2. candidates: ``candidates`` fuzzed databases (``fuzz.Fuzzer``), each from its own seeded
-   generator. On each, every gold runs as the bundle runs a gold; a candidate on which a gold's
-   outer ``ORDER BY ... LIMIT`` cuts through a tie of its keys (the answer would hang on
-   tie-breaking) or on which the gold fails is not used for that gold;
-3. greedy choice: repeatedly keep the candidate that separates the most targets not yet separated
+3. candidates: ``candidates`` fuzzed databases, each from its own seeded draw, in turn from the
+   ``PLANS`` (sizes, special values, distinct sort keys). On each, every gold runs as the bundle
+   runs a gold. A gold is not judged on a candidate where it fails, or where what it presupposes
+   fails (``neighbour_proof.judges``: it has no rows, or a row of NULLs, or a NULL sort key, where
+   the original gives it none), or where a name it lists by repeats (``repeated_identity``). A
+   LIMIT that cuts a tie is no reason: the comparison there also accepts the whole tie;
+4. greedy choice: repeatedly keep the candidate that separates the most targets not yet separated
    (a target is separated where its rows differ from the gold's), counting also each gold it gives
    a non-empty result where none had one yet; stop when nothing is gained or at ``max_keep``.
+   Where the kept ones separate less than ``enough`` of the targets, another round of
+   ``candidates`` is built, while a round adds at least ``min_gain`` and up to ``max_candidates``
+   (the cost is per database, at build time);
+5. each gold is judged on the kept neighbours that add something for it: a look-alike of it the
+   neighbours before leave, or rows it lacks; where none does, on the first it may be judged on. A
+   check costs the reward a run on every match.
 
 Deterministic: the same original, golds and seed give the same files, byte for byte.
 """
@@ -20,16 +30,16 @@ Deterministic: the same original, golds and seed give the same files, byte for b
 from __future__ import annotations
 
 import dataclasses
-import random
 import shutil
 from pathlib import Path
 
-from bundle import gold_results, sql_compare, sql_guard
+from bundle import gold_results, neighbour_mining, neighbour_proof, sql_guard
+from bundle import neighbour_invariants as inv
+from bundle import neighbour_values as nv
+from bundle.neighbour_fuzz import Fuzzer
+from bundle.neighbour_source import Draw, Focus, read_original
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
-from bundle.verify import gold_result
-from harness.prepare.neighbours.fuzz import Fuzzer
-from harness.prepare.neighbours.schema import read_schema
-from harness.prepare.neighbours.values import grouped_columns, literals_by_column
+from bundle.verify import MATCH, gold_result, judge
 from harness.prepare.neighbours.variants import variants
 
 # Work a gold or a target may do on a candidate while distilling (candidates are small).
@@ -37,12 +47,22 @@ BUILD_STEPS = 5_000_000
 # A gold with no rows on the original is met by any empty answer: giving it rows somewhere is
 # worth as much as separating three look-alike queries.
 NON_EMPTY_WEIGHT = 3
+# Candidates are drawn in turn from these plans: the default, smaller and more pointed databases,
+# distinct sort keys (no tie at a LIMIT), and larger ones.
+PLANS: tuple[dict, ...] = (
+    {},
+    {"max_rows": 20, "scale": (0.2, 1.0), "special_share": 0.5},
+    {"distinct_sort": True, "twins": True},
+    {"scale": (0.8, 2.0), "null_share": 0.3},
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
     seed: int = 0
-    candidates: int = 24
+    candidates: int = 24  # built per round
+    max_candidates: int = 72  # rounds stop here, or once the kept ones separate ``enough``
+    enough: float = 0.9  # share of the targets the kept neighbours should separate
     max_keep: int = 3
     min_gain: int = 3  # a neighbour is kept only where it separates at least this many more targets
     max_rows: int = 60
@@ -56,11 +76,16 @@ class Distilled:
     db_id: str
     files: list[Path]
     results: dict[str, list[gold_results.GoldResult | None]]  # gold -> per kept neighbour (None: not used)
+    originals: dict[str, gold_results.GoldResult]  # gold -> its result on the original
+    profile: inv.Profile
+    repeats_allowed: frozenset[str]  # columns the golds need repeated (their uniqueness is dropped)
     targets: int  # targets the original could not tell from their gold
     separated: int  # of those, separated by the kept neighbours
     constants: int  # constant or empty answers the original accepted
     constants_separated: int
     candidates_built: int
+    candidates_refused: int  # built but breaking an invariant: never used
+    unjudged: int  # (gold, kept neighbour) pairs left out: the gold's presupposition fails there
 
 
 def build_limits() -> Limits:
@@ -75,14 +100,8 @@ def _run(database: Path, sql: str, limits: Limits) -> sql_guard.RawResult | None
         return None
 
 
-def _same(gold: gold_results.GoldResult, raw: sql_guard.RawResult | None, limits: Limits) -> bool:
-    if raw is None:
-        return False
-    try:
-        return sql_compare.compare(gold.shape, sql_compare.normalize_rows(raw.rows, limits.float_digits),
-                                   len(raw.columns)).match
-    except (sql_compare.CompareBudgetExceeded, sql_compare.CompareWallGuard):
-        return False
+def _same(database: Path, sql: str, gold: gold_results.GoldResult, limits: Limits) -> bool:
+    return judge(str(database), sql, gold, limits, neighbour=True, max_steps=BUILD_STEPS).outcome == MATCH
 
 
 def _sql_literal(value: object) -> str:
@@ -105,61 +124,40 @@ def constant_answer(raw: sql_guard.RawResult) -> str | None:
     return " UNION ALL ".join("SELECT " + ", ".join(_sql_literal(v) for v in row) for row in raw.rows)
 
 
-def _targets(original: Path, gold: str, columns: list[str], settings: Settings, rng: random.Random,
-             limits: Limits) -> tuple[list[str], list[str]]:
+def _targets(original: Path, gold: str, here: gold_results.GoldResult, columns: list[str], settings: Settings,
+             draw: Draw, limits: Limits) -> tuple[list[str], list[str]]:
     """(variants the original cannot tell from ``gold``, constant answers it accepts)."""
-    try:
-        gold_here = gold_result(gold, str(original), limits)
-    except sql_guard.QueryFailed:
-        return [], []
     found = variants(gold, columns)
     if len(found) > settings.variants_per_gold:
-        found = rng.sample(found, settings.variants_per_gold)
-    same = [v for v in found if _same(gold_here, _run(original, v, limits), limits)]
+        found = draw.shuffled(found)[:settings.variants_per_gold]
+    same = [v for v in found if _same(original, v, here, limits)]
     raw = _run(original, gold, limits)
     constant = constant_answer(raw) if raw is not None else None
-    constants = [constant] if constant and _same(gold_here, _run(original, constant, limits), limits) else []
-    return same, constants
+    return same, [constant] if constant and _same(original, constant, here, limits) else []
 
 
 def _candidate_seed(settings: Settings, db_id: str, index: int) -> str:
     return f"spider-scoring-neighbours:{settings.seed}:{db_id}:{index}"
 
 
-def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: Settings = Settings()) -> Distilled:
-    """Build, evaluate and choose the neighbours of one database (module docstring)."""
-    limits = build_limits()
-    schema = read_schema(original)
-    columns = sorted({c.name for t in schema.tables for c in t.columns})
+def focus_for(golds: list[str], profile: inv.Profile) -> Focus:
+    """What the golds of a database ask of its neighbours: their literals, grouped and sorted columns."""
+    names = {c.name.lower() for t in profile.tables for c in t.columns}
+    links = {c.lower() for k in profile.links for c in k.child_columns}
     literals: dict[str, list] = {}
-    lowered = {c.lower() for c in columns}
     grouped: set[str] = set()
-    links = {c.name.lower() for t in schema.tables for c in t.columns if c.references}
+    ordered: set[str] = set()
+    extremes: set[str] = set()
+    patterns: dict[str, list] = {}
     for gold in golds:
-        grouped |= grouped_columns(gold, lowered, links)
-        for name, found in literals_by_column(gold, lowered).items():
-            literals.setdefault(name, []).extend(v for v in found if v not in literals.get(name, []))
-    rng = random.Random(_candidate_seed(settings, db_id, -1))
-    targets: dict[str, tuple[list[str], list[str]]] = {g: _targets(original, g, columns, settings, rng, limits)
-                                                       for g in golds}
-    fuzzer = Fuzzer(schema, literals, grouped=grouped, max_rows=settings.max_rows)
-    work.mkdir(parents=True, exist_ok=True)
-    evaluated = [evaluate(fuzzer, work / f"candidate-{i:03d}.sqlite", random.Random(_candidate_seed(settings, db_id, i)),
-                           golds, targets, limits) for i in range(settings.candidates)]
-    chosen = _choose(evaluated, golds, settings, original, limits)
-    files = []
-    for rank, index in enumerate(chosen):
-        dest = work / "kept" / f"{db_id}-{rank + 1}.sqlite"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(evaluated[index].path, dest)
-        files.append(dest)
-    sql_guard.forget_connections()
-    all_targets = {(g, t) for g, (same, consts) in targets.items() for t in same + consts}
-    covered = set().union(*(evaluated[i].separated for i in chosen)) if chosen else set()
-    constants = {(g, t) for g, (_same_list, consts) in targets.items() for t in consts}
-    return Distilled(db_id, files, {g: [evaluated[i].golds.get(g) for i in chosen] for g in golds},
-                     len(all_targets - constants), len((covered & all_targets) - constants), len(constants),
-                     len(covered & constants), len(evaluated))
+        grouped |= nv.grouped_columns(gold, names, links)
+        ordered |= nv.sort_columns(gold, names)
+        extremes |= nv.extreme_columns(gold, names)
+        for into, pattern in ((literals, False), (patterns, True)):
+            for name, found in nv.literals_by_column(gold, names, pattern).items():
+                bucket = into.setdefault(name, [])
+                bucket.extend(v for v in found if v not in bucket)
+    return Focus(literals, patterns, frozenset(grouped), frozenset(ordered), frozenset(extremes))
 
 
 @dataclasses.dataclass
@@ -170,45 +168,133 @@ class Candidate:
     golds: dict[str, gold_results.GoldResult]  # only the golds it may be used for
     separated: set[tuple[str, str]]
     non_empty: set[str]
+    unjudged: set[str]  # golds whose presupposition it breaks (neighbour_proof.judges): not judged here
+    refused: bool = False  # it breaks an invariant: never used
+
+    @property
+    def separated_golds(self) -> set[str]:
+        return {gold for gold, _target in self.separated}
 
 
-def evaluate(fuzzer: Fuzzer, path: Path, rng: random.Random, golds: list[str],
+def evaluate(fuzzer: Fuzzer, path: Path, draw: Draw, originals: dict[str, gold_results.GoldResult],
              targets: dict[str, tuple[list[str], list[str]]], limits: Limits) -> Candidate:
     """Build one candidate at ``path`` and judge every gold and target on it."""
-    fuzzer.write(path, rng)
+    if fuzzer.build(str(path), draw, vacuum=True):
+        return Candidate(path, {}, set(), set(), set(), refused=True)
+    conn = inv.open_read_only(str(path))
+    try:
+        repeated = {g for g in originals if neighbour_proof.repeated_identity(conn, fuzzer.profile, g)}
+    finally:
+        conn.close()
     usable: dict[str, gold_results.GoldResult] = {}
     separated: set[tuple[str, str]] = set()
-    for gold in golds:
+    unjudged: set[str] = set()
+    for gold, original in originals.items():
         try:
             result = gold_result(gold, str(path), limits)
         except sql_guard.QueryFailed:
             continue
-        if any(segment.pool is not None for segment in result.shape.segments):
-            continue  # a LIMIT cuts through a tie here: the gold's answer would hang on tie-breaking
+        if gold in repeated or neighbour_proof.judges(original, result):
+            unjudged.add(gold)
+            continue
         usable[gold] = result
         same, constants = targets[gold]
-        for target in same + constants:
-            if not _same(result, _run(path, target, limits), limits):
-                separated.add((gold, target))
+        separated.update((gold, t) for t in same + constants if not _same(path, t, result, limits))
     non_empty = {g for g, r in usable.items() if r.shape.rows}
-    return Candidate(path, usable, separated, non_empty)
+    return Candidate(path, usable, separated, non_empty, unjudged)
 
 
-def _choose(candidates: list[Candidate], golds: list[str], settings: Settings, original: Path,
-            limits: Limits) -> list[int]:
-    empty = set()
+def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: Settings = Settings()) -> Distilled:
+    """Mine, build, evaluate and choose the neighbours of one database (module docstring)."""
+    limits = build_limits()
+    conn = inv.open_read_only(str(original))
+    try:
+        profile, source = neighbour_mining.mine(conn), read_original(conn)
+    finally:
+        conn.close()
+    originals: dict[str, gold_results.GoldResult] = {}
     for gold in golds:
         try:
-            if not gold_result(gold, str(original), limits).shape.rows:
-                empty.add(gold)
+            originals[gold] = gold_result(gold, str(original), limits)
         except sql_guard.QueryFailed:
-            pass
+            pass  # Spider's few broken golds: prepare leaves them out
+    columns = sorted({c.name for t in profile.tables for c in t.columns})
+    draw = Draw(_candidate_seed(settings, db_id, -1))
+    targets = {g: _targets(original, g, r, columns, settings, draw, limits) for g, r in originals.items()}
+    focus = dataclasses.replace(focus_for(golds, profile), max_rows=settings.max_rows)
+    fuzzers = [Fuzzer(source, profile, dataclasses.replace(focus, **plan)) for plan in PLANS]
+    work.mkdir(parents=True, exist_ok=True)
+    evaluated, chosen = _rounds(db_id, fuzzers, originals, targets, settings, work, limits)
+    files = []
+    for rank, index in enumerate(chosen):
+        dest = work / "kept" / f"{db_id}-{rank + 1}.sqlite"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(evaluated[index].path, dest)
+        files.append(dest)
+    sql_guard.forget_connections()
+    all_targets = {(g, t) for g, (same, consts) in targets.items() for t in same + consts}
+    covered = set().union(*(evaluated[i].separated for i in chosen)) if chosen else set()
+    constants = {(g, t) for g, (_same_list, consts) in targets.items() for t in consts}
+    return Distilled(db_id, files, _judged_on([evaluated[i] for i in chosen], golds, originals), originals, profile,
+                     focus.grouped, len(all_targets - constants), len((covered & all_targets) - constants),
+                     len(constants), len(covered & constants), len(evaluated),
+                     sum(c.refused for c in evaluated), sum(len(evaluated[i].unjudged) for i in chosen))
+
+
+def _judged_on(kept: list[Candidate], golds: list[str],
+               originals: dict[str, gold_results.GoldResult]) -> dict[str, list[gold_results.GoldResult | None]]:
+    """Each gold's result on each kept neighbour, None where the gold is not judged there: where it
+    may not be (``evaluate``), or where that neighbour adds nothing for it: it separates no look-alike
+    of the gold that the neighbours before it leave, and gives it no rows it lacks. A gold no
+    neighbour adds anything for is judged on the first it may be. A check costs the reward a run on
+    every match: each one must earn it."""
+    out = {}
+    for gold in golds:
+        empty = gold in originals and not originals[gold].shape.rows
+        seen: set[tuple[str, str]] = set()
+        per: list[gold_results.GoldResult | None] = []
+        for candidate in kept:
+            mine = {t for t in candidate.separated if t[0] == gold}
+            adds = bool(mine - seen) or (empty and gold in candidate.non_empty and not seen)
+            per.append(candidate.golds.get(gold) if adds else None)
+            seen |= mine | ({(gold, "")} if adds and empty else set())
+        if not any(r is not None for r in per):
+            first = next((k for k, c in enumerate(kept) if c.golds.get(gold) is not None), None)
+            per = [kept[k].golds.get(gold) if k == first else None for k in range(len(kept))]
+        out[gold] = per
+    return out
+
+
+def _rounds(db_id: str, fuzzers: list[Fuzzer], originals: dict[str, gold_results.GoldResult],
+            targets: dict[str, tuple[list[str], list[str]]], settings: Settings, work: Path,
+            limits: Limits) -> tuple[list[Candidate], list[int]]:
+    """Rounds of candidates, each chosen from anew, until the kept ones separate ``enough`` of the
+    targets, a round adds fewer than ``min_gain``, or ``max_candidates`` are built."""
+    all_targets = {(g, t) for g, (same, consts) in targets.items() for t in same + consts}
+    evaluated: list[Candidate] = []
+    chosen: list[int] = []
+    before = -1
+    while len(evaluated) < settings.max_candidates:
+        for i in range(len(evaluated), len(evaluated) + settings.candidates):
+            evaluated.append(evaluate(fuzzers[i % len(fuzzers)], work / f"candidate-{i:03d}.sqlite",
+                                      Draw(_candidate_seed(settings, db_id, i)), originals, targets, limits))
+        chosen = _choose(evaluated, originals, settings)
+        covered = len(set().union(*(evaluated[i].separated for i in chosen)) & all_targets) if chosen else 0
+        if covered >= settings.enough * len(all_targets) or covered - before < settings.min_gain:
+            break
+        before = covered
+    return evaluated, chosen
+
+
+def _choose(candidates: list[Candidate], originals: dict[str, gold_results.GoldResult],
+            settings: Settings) -> list[int]:
+    empty = {g for g, r in originals.items() if not r.shape.rows}
     covered: set[tuple[str, str]] = set()
     chosen: list[int] = []
     while len(chosen) < settings.max_keep:
         best, best_gain = None, settings.min_gain - 1
         for i, candidate in enumerate(candidates):
-            if i in chosen:
+            if i in chosen or candidate.refused:
                 continue
             gain = len(candidate.separated - covered) + NON_EMPTY_WEIGHT * len(candidate.non_empty & empty)
             if gain > best_gain:
@@ -219,5 +305,3 @@ def _choose(candidates: list[Candidate], golds: list[str], settings: Settings, o
         covered |= candidates[best].separated
         empty -= candidates[best].non_empty
     return chosen
-
-

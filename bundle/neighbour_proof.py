@@ -1,0 +1,174 @@
+"""Proof that a neighbour database keeps its original's invariants (``neighbour_invariants``).
+
+``violations`` lists every invariant one database breaks; ``prove_bundle`` every one a bundle's
+neighbour databases break, with what each gold judged there presupposes (``judges``): rows where
+it has rows on the original, no row of NULLs where it has none there, and no NULL key it sorts by
+where it sorts by none there. ``prepare`` refuses to write a bundle that fails it, verification
+runs it on the zip, and the grader's search uses no database that fails it. Standard library only.
+
+>>> one, none = sql_compare.bag_shape([(3,)]), sql_compare.bag_shape([], 1)
+>>> judges(gold_results.GoldResult(one, 1), gold_results.GoldResult(none, 1))
+'it has no rows, though it has some on the original'
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+try:
+    from . import gold_results, neighbour_mining, neighbour_values, sql_compare
+    from . import neighbour_invariants as inv
+except ImportError:  # run as a standalone file
+    import gold_results  # type: ignore[no-redef]
+    import neighbour_invariants as inv  # type: ignore[no-redef]
+    import neighbour_mining  # type: ignore[no-redef]
+    import neighbour_values  # type: ignore[no-redef]
+    import sql_compare  # type: ignore[no-redef]
+
+
+
+def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: frozenset[str] = frozenset()) -> list[str]:
+    """Every invariant of ``profile`` the database behind ``conn`` breaks, one line each (empty: none).
+
+    ``repeats_allowed``: column names (lower case) a gold needs repeated: their uniqueness and repeat
+    caps are not required (docs/neighbours.md, "What a neighbour keeps").
+    """
+    out: list[str] = []
+    linked = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
+    for table in profile.tables:
+        now = inv._scalar(conn, f"SELECT count(*) FROM {inv.quote(table.name)}")
+        if table.rows and not now:
+            out.append(f"{table.name}: no rows, the original has {table.rows}")
+        for col in table.columns:
+            free = col.name.lower() in repeats_allowed
+            out += _column_violations(conn, table, col, free, (table.name.lower(), col.name.lower()) in linked)
+        for a, b in table.depends:
+            if b.lower() not in repeats_allowed and neighbour_mining.determined(conn, table.name, a, b):
+                out.append(f"{table.name}: {a} no longer determines {b} as in the original")
+        wide = neighbour_mining.widest(conn, table.name, [c.name for c in table.columns])
+        if wide > table.room:
+            out.append(f"{table.name}: a row of {wide} bytes, wider than {table.room} (the original's widest has "
+                       f"{table.widest})")
+        for pair in table.paired:
+            if neighbour_mining.split_pairs(conn, table.name, pair):
+                out.append(f"{table.name}: a value {pair[0]} and {pair[1]} share in the original is in one of them only")
+    for link in profile.links:
+        orphans = inv._scalar(conn, inv.orphans_sql(link))
+        if orphans:
+            out.append(f"{link.describe()}: {orphans} rows without their parent")
+        if link.total:
+            unreferenced = inv._scalar(conn, inv.unreferenced_sql(link))
+            if unreferenced:
+                out.append(f"{link.describe()}: {unreferenced} parent rows no row references (the original references all)")
+    return out
+
+
+def _column_violations(conn: sqlite3.Connection, table: inv.TableFacts, col: inv.ColumnFacts, free: bool,
+                       linked: bool) -> list[str]:
+    where = f"{table.name}.{col.name}"
+    rows, present, distinct, most = inv._column_counts(conn, table.name, col.name)
+    out = []
+    if not col.nulls and present < rows:
+        out.append(f"{where}: {rows - present} NULLs, the original has none")
+    kinds = set(inv._kinds(conn, table.name, col.name))
+    if (col.kinds or col.nulls) and not kinds <= set(col.kinds):
+        out.append(f"{where}: holds {', '.join(sorted(kinds - set(col.kinds)))}, the original only "
+                   f"{', '.join(col.kinds) or 'NULL'}")
+    if col.shapes:
+        shapes = inv._shapes(conn, table.name, col.name, 10 ** 6) or set()
+        strange = sorted(shapes - set(col.shapes))
+        if strange:
+            out.append(f"{where}: text shaped {strange[0]!r}, the original's are {', '.join(col.shapes)}")
+    if free:
+        return out
+    if col.unique and distinct < present:
+        out.append(f"{where}: {present - distinct} repeated values, the original's are unique")
+    if col.near_unique and not linked and most > col.max_repeat:
+        out.append(f"{where}: a value in {most} rows, the original repeats none more than {col.max_repeat} times")
+    return out
+
+
+def _all_null(row: tuple) -> bool:
+    return bool(row) and all(v[0] == sql_compare.NULL_TAG for v in row)
+
+
+def judges(original: gold_results.GoldResult, here: gold_results.GoldResult) -> str | None:
+    """Why a gold may not be judged on a database where its result is ``here``, or None.
+
+    A question presupposes what it asks about: "the youngest dog's weight" has an answer. Where the
+    gold has rows on the original, a database where it has none (nothing matches its filter), or a
+    row of NULLs only there (``max()`` over nothing), or a NULL key it sorts by first, would judge
+    the wording of an answer to a question that does not arise, not the answer.
+    """
+    rows, there = original.shape.rows, here.shape.rows
+    if rows and not there:
+        return "it has no rows, though it has some on the original"
+    if not any(_all_null(r) for r in rows) and any(_all_null(r) for r in there):
+        return "it has a row of NULLs, though none on the original"
+    if here.null_keys and original.null_keys is False:
+        return "it sorts by a NULL key, though by none on the original"
+    return None
+
+
+def repeated_identity(conn: sqlite3.Connection, profile: inv.Profile, gold: str) -> str | None:
+    """Why a gold may not be judged on the database behind ``conn``: a column it uses as the identity
+    of what it lists (``INTERSECT``/``EXCEPT``/``UNION`` on it, ``GROUP BY`` it) holds a name twice
+    there. A gold that intersects names reads two students called Jordan as one; where they may be
+    two, an answer by ids is the right one, so such a database would judge the gold, not the answer.
+    """
+    names = {c.name.lower() for t in profile.tables for c in t.columns}
+    wanted = neighbour_values.identity_columns(gold, names)
+    for table in profile.tables:
+        for col in table.columns:
+            if col.name.lower() in wanted and col.near_unique and inv._column_counts(conn, table.name, col.name)[3] > 1:
+                return f"its {col.name} repeats a value here, and it lists by it"
+    return None
+
+
+def prove_bundle(index: dict, data_dir: str) -> list[str]:
+    """Every invariant the neighbour databases of a bundle break (its index and ``data/`` folder)."""
+    out: list[str] = []
+    for db_id, entry in sorted(index.get("databases", {}).items()):
+        files = [os.path.join(data_dir, item["file"]) for item in entry.get("neighbours") or []]
+        if files:
+            out += prove_database(db_id, (index.get("invariants") or {}).get(db_id), files,
+                                  (index.get("neighbour_results") or {}).get(db_id) or {},
+                                  (index.get("gold_results") or {}).get(db_id) or {})
+    return out
+
+
+def prove_database(db_id: str, invariants: dict | None, files: list[str], results: dict, originals: dict) -> list[str]:
+    """Every invariant the neighbour ``files`` of one database break; the index's JSON forms.
+
+    ``invariants``: ``{"profile": ..., "repeats_allowed": [...]}``; ``results``: gold -> its result
+    on each neighbour (None where not judged); ``originals``: gold -> its result on the original.
+    """
+    if invariants is None:
+        return [f"{db_id}: neighbour databases without their invariants in the index: rebuild the bundle"]
+    profile, allowed = inv.from_json(invariants["profile"]), frozenset(invariants.get("repeats_allowed", ()))
+    out: list[str] = []
+    for k, path in enumerate(files):
+        conn = inv.open_read_only(path)
+        try:
+            out += [f"{db_id} neighbour {k + 1}: {v}" for v in violations(profile, conn, allowed)]
+            out += [f"{db_id} neighbour {k + 1} judges gold {gold[:70]!r}, but {why}"
+                    for gold, why in _unfit(profile, conn, k, results, originals)]
+        finally:
+            conn.close()
+    return out
+
+
+def _unfit(profile: inv.Profile, conn: sqlite3.Connection, k: int, results: dict,
+           originals: dict) -> list[tuple[str, str]]:
+    """(gold, why) for the golds judged on neighbour ``k`` that it may not judge."""
+    out = []
+    for gold, per in sorted(results.items()):
+        if k >= len(per) or per[k] is None or gold not in originals:
+            continue
+        original, here = gold_results.from_json(originals[gold]), gold_results.from_json(per[k])
+        why = judges(original, here) if original is not None and here is not None else None
+        why = why or repeated_identity(conn, profile, gold)
+        if why:
+            out.append((gold, why))
+    return out
