@@ -15,7 +15,10 @@ does, except for completions naming a trap, which it springs in the process that
 ``RayCluster`` starts a head and worker nodes with ``ray start --block`` on 127.0.0.2, .3, .4...
 one after another with fixed ports (nodes racing for ports fail), each in its own session, and stops
 them by SIGTERM to the recorded pids, then SIGKILL to anything left in their sessions, never
-``ray stop`` (which stops every Ray process on the machine).
+``ray stop`` (which stops every Ray process on the machine). The Ray test modules share one xdist
+group (``RAY_CLUSTER_GROUP``: one cluster at a time, so none takes another's ports); the ports are
+also offset per xdist worker, and a node whose ``ray start`` has exited fails the wait at once,
+with its log.
 """
 
 from __future__ import annotations
@@ -105,11 +108,21 @@ def ports(base: int) -> list[str]:
             f"--runtime-env-agent-port={base + 5}", f"--min-worker-port={base + 10}", f"--max-worker-port={base + 60}"]
 
 
+RAY_CLUSTER_GROUP = "ray-cluster"  # pytest.mark.xdist_group for every module that starts a RayCluster
+
+
+def worker_offset() -> int:
+    """Ports apart per xdist worker (gw0, gw1...): two clusters never ask for the same port."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return 1000 * (int(name[2:]) if name[2:].isdigit() else 0)
+
+
 class RayCluster:
     """A head of ``head_cpus`` CPUs (default none: work goes to the workers) and ``workers`` nodes of
     ``cpus`` CPUs on loopback."""
 
     def __init__(self, temp: Path, workers: int = 2, cpus: int = 2, port: int = 6390, head_cpus: int = 0) -> None:
+        port += worker_offset()
         self.temp, self.workers, self.cpus, self.port, self.head_cpus = temp, workers, cpus, port, head_cpus
         self.ray_temp = Path(tempfile.mkdtemp(prefix="rc-", dir="/tmp"))  # Ray's sockets: paths under 108 bytes
         self.address = f"127.0.0.2:{port}"
@@ -139,6 +152,10 @@ class RayCluster:
     def wait_for(self, count: int, timeout_s: float = 600) -> None:
         deadline = time.monotonic() + timeout_s
         while self.alive() != count:
+            for ip, proc in self.nodes.items():
+                if proc.poll() is not None:
+                    tail = (self.temp / f"node-{ip}.log").read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"Ray node {ip} exited ({proc.returncode}) before {count} nodes were alive:\n{tail}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{count} Ray nodes not alive after {timeout_s} s; logs in {self.temp}")
             time.sleep(0.5)

@@ -18,9 +18,9 @@ import sys
 import pytest
 
 from conftest import FIXTURES, require_modules
-from ray_helpers import RayCluster, trapdoor_zip
+from ray_helpers import RAY_CLUSTER_GROUP, RayCluster, trapdoor_zip
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group(RAY_CLUSTER_GROUP)]
 
 
 @pytest.fixture(scope="module")
