@@ -59,7 +59,7 @@ class Limits:
     gold_max_steps: int = _setting(
         500_000_000, "VM steps", "work a gold query may do (at build time, or once per process)")
     wall_guard_s: float = _setting(
-        60.0, "s", "wall-clock guard per predicted query and comparison; firing is unscored")
+        90.0, "s", "wall-clock guard per predicted query and comparison; firing is unscored")
     gold_wall_guard_s: float = _setting(
         120.0, "s", "wall-clock guard per gold query; firing is unscored")
     max_rows: int = _setting(100_000, "rows", "rows fetched before the result counts as over the cap")

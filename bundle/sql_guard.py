@@ -18,6 +18,7 @@ the same (its docstring says how), so a verdict never depends on history.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import sqlite3
 import time
@@ -267,12 +268,30 @@ def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int,
                 conn.text_factory = _lenient_text  # text that is not UTF-8: read it byte-exact
                 continue
             failed = _failure(exc, meter, budget_steps, wall_s)
-            if failed.kind == OVER_CAP and not alone and _out_of_memory(exc):
-                alone = True  # the heap is shared: run it again with no other query beside it
-                continue
+            if failed.kind == OVER_CAP and _out_of_memory(exc):
+                _give_back_heap()
+                if not alone:
+                    alone = True  # the heap is shared: run it again with no other query beside it
+                    continue
             raise failed from None
         finally:
             turns.leave_alone() if entered_alone else turns.leave()
+
+
+_malloc_trim: list = []
+
+
+def _give_back_heap() -> None:
+    """After a query filled the heap ceiling: hand the freed memory back to the system (glibc's
+    ``malloc_trim``), so that the process does not keep a runaway query's peak resident, in
+    whichever malloc arena its memory came from. Nothing where the C library has no such call."""
+    if not _malloc_trim:
+        try:
+            _malloc_trim.append(ctypes.CDLL(None).malloc_trim)
+        except (OSError, AttributeError):
+            _malloc_trim.append(None)
+    if _malloc_trim[0] is not None:
+        _malloc_trim[0](0)
 
 
 def _out_of_memory(exc: BaseException) -> bool:

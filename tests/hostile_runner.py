@@ -100,6 +100,7 @@ def main(root: str, scratch: str, out: str) -> None:
             "new_files": sorted(set(listing(watched)) - set(before_files)),
             "changed_databases": sorted(k for k, v in digests(databases).items() if before_digests[k] != v),
             "opened_files": sorted(watcher.seen),
+            "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # the peak so far
         })
     report = {"cases": results, "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     Path(out).write_text(json.dumps(report, indent=1), encoding="utf-8")

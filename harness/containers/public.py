@@ -42,7 +42,7 @@ def upstream_timeout_s(settings: ServiceSettings) -> float:
     """How long the proxy waits for an answer: a whole batch, one envelope's hard limit and a margin.
 
     >>> upstream_timeout_s(ServiceSettings(workers=2))
-    425.0
+    485.0
     """
     return settings.request_timeout_s + settings.envelope_timeout_s + 5.0
 

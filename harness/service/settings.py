@@ -18,7 +18,7 @@ a worker only once its request line and headers are in, ``header_timeout_s``: ha
    worker after the request that left it that large; the container's cgroup limit outside.
 
 >>> ServiceSettings().heartbeat_timeout_s
-125.0
+185.0
 >>> ServiceSettings(workers=0)
 Traceback (most recent call last):
 ...
@@ -70,7 +70,7 @@ class ServiceSettings:
     """The service's limits (see ``SETTINGS`` for their meaning); validated on creation."""
 
     workers: int = dataclasses.field(default_factory=default_workers)
-    envelope_timeout_s: float = 120.0
+    envelope_timeout_s: float = 180.0
     request_timeout_s: float = 300.0
     max_body_bytes: int = 1 * MiB
     max_batch_bytes: int = 16 * MiB
