@@ -163,11 +163,31 @@ def open_guarded(path: str, limits: Limits) -> Guarded:
     return Guarded(conn, charges)
 
 
+class _ThreadShare:
+    """The page cache one thread's open connections may hold, counted in the process-wide total;
+    given back when the thread ends (its connections are freed with it)."""
+
+    def __init__(self) -> None:
+        self.bytes, self.pid = 0, os.getpid()
+
+    def add(self, delta: int) -> None:
+        self.bytes += delta
+        if self.pid == os.getpid():  # a forked child starts its total from nothing (_after_fork)
+            with _cached_lock:
+                _cached[0] += delta
+
+    def __del__(self) -> None:
+        try:
+            self.add(-self.bytes)
+        except Exception:  # noqa: BLE001 - at interpreter exit the lock may be gone; nothing to give back to
+            pass
+
+
 class _ThreadConnections(threading.local):
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.by_path: collections.OrderedDict[tuple, tuple[Guarded, int]] = collections.OrderedDict()
-        self.bytes = 0  # page cache the open connections may hold, at most
+        self.share = _ThreadShare()
 
 
 _local = _ThreadConnections()
@@ -176,6 +196,19 @@ _local = _ThreadConnections()
 # neighbour databases all stay open, a few large databases are closed least recently used first.
 _MAX_CACHED_PER_THREAD = 256
 _MAX_CACHE_BYTES_PER_THREAD = 48 * 1024 * 1024
+# Every thread's page caches count against the one process-wide heap ceiling, so all threads
+# together keep at most this much (a quarter of the default ceiling): a thread opening one more
+# connection past it closes its own least recently used. Many threads (an audit's eight, a
+# trainer's pool) must leave the heap to the query that runs, or whether a query is over the memory
+# cap would depend on its company.
+_MAX_CACHE_BYTES = 64 * 1024 * 1024
+_cached = [0]
+_cached_lock = threading.Lock()
+
+
+def cached_bytes() -> int:
+    """The page cache all threads' open connections may hold, at most (tests read it)."""
+    return _cached[0]
 
 
 def connection(path: str, limits: Limits) -> Guarded:
@@ -183,7 +216,7 @@ def connection(path: str, limits: Limits) -> Guarded:
     key = (path, limits.max_cell_bytes, limits.cache_pages_kib, limits.max_sql_chars, limits.charge_base_steps,
            limits.charge_bytes_per_step)
     if _local.pid != os.getpid():  # a forked child must not use its parent's connections
-        _local.pid, _local.by_path, _local.bytes = os.getpid(), collections.OrderedDict(), 0
+        _local.pid, _local.by_path, _local.share = os.getpid(), collections.OrderedDict(), _ThreadShare()
     cache = _local.by_path
     found = cache.get(key)
     if found is not None:
@@ -192,23 +225,27 @@ def connection(path: str, limits: Limits) -> Guarded:
     guarded = open_guarded(path, limits)
     weight = min(os.path.getsize(path), int(limits.cache_pages_kib) * 1024)
     cache[key] = (guarded, weight)
-    _local.bytes += weight
-    while len(cache) > 1 and (len(cache) > _MAX_CACHED_PER_THREAD or _local.bytes > _MAX_CACHE_BYTES_PER_THREAD):
+    share = _local.share
+    share.add(weight)
+    while len(cache) > 1 and (len(cache) > _MAX_CACHED_PER_THREAD or share.bytes > _MAX_CACHE_BYTES_PER_THREAD
+                              or _cached[0] > _MAX_CACHE_BYTES):
         old, old_weight = cache.popitem(last=False)[1]
         old.conn.close()
-        _local.bytes -= old_weight
+        share.add(-old_weight)
     return guarded
 
 
 def forget_connections() -> None:
     """Close this thread's cached connections (tests use it before comparing files)."""
     while _local.by_path:
-        _local.by_path.popitem()[1][0].conn.close()
-    _local.bytes = 0
+        old, weight = _local.by_path.popitem()[1]
+        old.conn.close()
+        _local.share.add(-weight)
 
 
 def _after_fork() -> None:
     TURNS.reset()
+    _cached[0] = 0
 
 
 if hasattr(os, "register_at_fork"):

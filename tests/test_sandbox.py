@@ -182,3 +182,39 @@ def test_many_threads_get_the_same_verdicts(pets_db):
     assert all(not t.is_alive() for t in threads)
     assert all(outcome == expected[k] for slot in got for k, outcome in slot)
     assert sum(len(slot) for slot in got) == 16 * len(completions) * 2
+
+
+def test_the_threads_page_caches_stay_within_one_process_wide_bound(fixture_dbs, tmp_path, monkeypatch):
+    # Eight threads, each opening every database: together they may keep at most the process-wide
+    # bound (plus the one connection a thread always keeps), and a thread that ends gives its share back.
+    from bundle import sql_connection
+    paths = []
+    for i in range(24):  # copies: a connection per file
+        path = tmp_path / f"copy{i}.sqlite"
+        path.write_bytes(Path(fixture_dbs["pets_club"]).read_bytes())
+        paths.append(str(path))
+    weight = os.path.getsize(paths[0])
+    monkeypatch.setattr(sql_connection, "_MAX_CACHE_BYTES", 10 * weight)
+    start = sql_connection.cached_bytes()
+    peaks: list[int] = []
+    ready, done = threading.Barrier(8), threading.Event()
+
+    def work() -> None:
+        for path in paths:
+            assert verify("SELECT count(*) FROM Pet", "SELECT count(*) FROM Pet", path).outcome == "match"
+            peaks.append(sql_connection.cached_bytes() - start)
+        ready.wait(60)
+        done.wait(60)  # hold the connections while the others count
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    while len(peaks) < 8 * len(paths) and all(t.is_alive() for t in threads):
+        time.sleep(0.05)
+    held = sql_connection.cached_bytes() - start
+    done.set()
+    for t in threads:
+        t.join(60)
+    assert max(peaks) <= 10 * weight + 8 * weight and held <= 10 * weight + 8 * weight, (max(peaks), held, weight)
+    assert held >= 8 * weight  # each thread keeps its last connection open
+    assert sql_connection.cached_bytes() == start  # the ended threads gave their shares back

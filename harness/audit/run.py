@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.audit import catalogue, report, rewrites
@@ -125,15 +126,34 @@ def _shown_wrong(verify: Callable, witnesses: WitnessSet, gold: str, sql: str) -
     return Finding()
 
 
+def heap_alone(loaded: LoadedBundle) -> Callable[[], contextlib.AbstractContextManager]:
+    """A context in which no query of the loaded bundle runs: the audit's own SQLite work (building
+    witnesses) shares the process-wide heap ceiling the bundle sets, and a degenerate answer that
+    fills it beside a build would fail the build (MemoryError) rather than itself."""
+    turns = loaded.module("sql_connection").TURNS
+
+    @contextlib.contextmanager
+    def alone() -> Iterator[None]:
+        turns.enter_alone()
+        try:
+            yield
+        finally:
+            turns.leave_alone()
+
+    return alone
+
+
 def judge_paid(loaded: LoadedBundle, paid: dict[str, set[tuple[str, str]]], golds: dict[str, list[str]],
                work: Path, threads: int) -> tuple[dict[tuple[str, str, str], Finding], dict]:
     """(db_id, gold, sql) -> its Finding for every paid pair (one thread per database), and the
     witnesses built: how many, and how many break an invariant (by the invariant's kind)."""
     verify = loaded.module("verify").verify
     files = loaded.database_files()
+    alone = heap_alone(loaded)
 
     def one_database(db_id: str) -> tuple[dict[tuple[str, str, str], Finding], WitnessSet]:
-        witnesses = WitnessSet(db_id, files[db_id], golds[db_id], work / db_id)
+        with alone():
+            witnesses = WitnessSet(db_id, files[db_id], golds[db_id], work / db_id, alone=alone)
         found = {(db_id, gold, sql): _shown_wrong(verify, witnesses, gold, sql) for gold, sql in sorted(paid[db_id])}
         return found, witnesses
 

@@ -22,6 +22,7 @@ them would have to break to tell a set-aside answer from its gold.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import shutil
@@ -149,9 +150,10 @@ def declared_keys(path: Path, table: str) -> set[str]:
 class WitnessSet:
     """The witnesses of one original database, built on first use under ``work`` (one thread at a time)."""
 
-    def __init__(self, db_id: str, original: Path, golds: list[str], work: Path, fuzzed: int = FUZZED) -> None:
+    def __init__(self, db_id: str, original: Path, golds: list[str], work: Path, fuzzed: int = FUZZED,
+                 alone: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> None:
         self.db_id, self.original, self.golds, self.work = db_id, original, sorted(set(golds)), work
-        self.fuzzed = fuzzed
+        self.fuzzed, self.alone = fuzzed, alone
         columns = _column_names(original)
         links = _link_columns(original)
         self.repeatable = set().union(*(grouped_columns(g, columns, links) for g in self.golds)) if self.golds else set()
@@ -167,12 +169,13 @@ class WitnessSet:
             path = self.work / f"{self.db_id}-{len(self._built):03d}.sqlite"
             self.work.mkdir(parents=True, exist_ok=True)
             try:
-                build(path)
-            except (sqlite3.Error, OSError, ValueError, KeyError, StopIteration) as exc:
+                with self.alone():  # SQLite's heap ceiling is the process's: no scoring query beside the build
+                    build(path)
+                    broken = tuple(inv.broken(self.invariants, path))
+            except (sqlite3.Error, OSError, ValueError, KeyError, StopIteration, MemoryError) as exc:
                 self._built[name] = None
-                self.not_built[name] = f"{type(exc).__name__}: {exc}"
+                self.not_built[name] = f"{type(exc).__name__}: {exc or 'over the SQLite heap ceiling'}"
                 return None
-            broken = tuple(inv.broken(self.invariants, path))
             self._built[name] = Witness(name, path, broken)
         return self._built[name]
 
