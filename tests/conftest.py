@@ -18,6 +18,22 @@ FIXTURES = ROOT / "fixtures"
 BUNDLE_SRC = ROOT / "bundle"
 
 
+# Tests sharing a costly session fixture run on one xdist worker (`--dist loadgroup`, as `make
+# test` runs them), so the fixture is built once, not once a worker: the prepared default Spider
+# splits (about 4 minutes of prepare, neighbours and audit) and the trainers' libraries' setups.
+SHARED_FIXTURE_GROUPS = {"prepared_spider": "prepared-spider"}
+MODULE_GROUPS = {"test_integration_verl.py": "verl", "test_integration_trl.py": "trl"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = MODULE_GROUPS.get(item.path.name) or next(
+            (g for name, g in SHARED_FIXTURE_GROUPS.items() if name in getattr(item, "fixturenames", ())), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def sample_rows(split: str) -> list[dict]:
     page = json.loads((FIXTURES / "sample" / f"rows-{split}.json").read_text(encoding="utf-8"))
     return [r["row"] for r in page["rows"]]
