@@ -106,8 +106,8 @@ class Linker(Plan):
         if taken and self._regroup(links[0]):  # a redrawn entity joins a parent that keeps another (the
             for i, c in enumerate(chosen):  # repeat its gold groups by); a parent left without one goes
                 if c is None:
-                    chosen[i] = draw.choice(taken)
-                    tally.take(chosen[i])
+                    chosen[i] = value = draw.choice(taken)
+                    tally.take(value)
         if any(c.name for c in self.columns[name]) and not tally.single:
             _adopt(chosen, cover, tally, draw, self.focus.adopt)
         if any(k.total for k in links):

@@ -9,12 +9,14 @@ import pytest
 from harness.commands import bench_neighbours, bench_overturns
 from harness.common.errors import InputError
 
-ROWS = [{"db_id": "pets_1", "query": "SELECT count(*) FROM pets"}, {"db_id": "pets_1", "query": "SELECT 1"}]
+ROWS = [{"db_id": "pets_1", "query": "SELECT count(*) FROM pets"}, {"db_id": "pets_1", "query": "SELECT 1"},
+        {"db_id": "concert_singer", "query": "SELECT 2"}]
 
 
 @pytest.mark.parametrize("text, problem", [
-    ("SELECT 1\n", "1 lines for Spider's 2 dev rows"),
-    ("SELECT 1\tpets_1\nSELECT 2\tworld_1\n", "line 2: db_id 'world_1', but dev row 1 is on 'pets_1'"),
+    ("SELECT 1\n", "1 lines for Spider's 3 dev rows"),
+    ("SELECT 1\tpets_1\nSELECT 2\tconcert_singer\nSELECT 3\n", "line 2: db_id 'concert_singer', but dev row 1 is on "
+     "'pets_1'"),
     (b"\xff\xfe", "cannot read predictions"),
 ], ids=["a file shorter than the dev set is refused", "a db_id out of dev order is refused, naming the line",
         "a file that is not text is refused"])
@@ -26,10 +28,11 @@ def test_a_predictions_file_that_does_not_follow_the_dev_set_is_refused(tmp_path
     assert problem in str(caught.value)
 
 
-def test_predictions_are_read_one_a_line_with_the_db_id_after_a_tab_left_out(tmp_path):
+def test_predictions_are_read_one_a_line_with_a_db_id_after_a_tab_left_out_and_other_tabs_kept(tmp_path):
     path = tmp_path / "system.txt"
-    path.write_text("SELECT count(*) FROM pets\tpets_1\nSELECT 2\nSELECT 3 -- a line past the dev set\n")
-    assert bench_overturns.read_predictions(path, ROWS) == ["SELECT count(*) FROM pets", "SELECT 2"]
+    path.write_text("SELECT count(*) FROM pets\tpets_1\nSELECT 2\tFROM\tx\nSELECT 3\tconcert_singer\nSELECT 4 -- past "
+                    "the dev set\n")
+    assert bench_overturns.read_predictions(path, ROWS) == ["SELECT count(*) FROM pets", "SELECT 2\tFROM\tx", "SELECT 3"]
 
 
 def test_the_table_has_a_row_per_database_and_their_sum():
