@@ -102,6 +102,12 @@ class Linker(Plan):
         tally = _Tally([k for k, c in enumerate(cols) if c.limit_one])  # child columns whose values are used once
         cover = draw.shuffled(self._shared_values(links, made))
         chosen = self._kept_parents(links[0], rows, at, set(cover), nullable, tally, draw)
+        taken = [c for c in chosen if c is not None]
+        if taken and self._regroup(links[0]):  # a redrawn entity joins a parent that keeps another (the
+            for i, c in enumerate(chosen):  # repeat its gold groups by); a parent left without one goes
+                if c is None:
+                    chosen[i] = value = draw.choice(taken)
+                    tally.take(value)
         if any(c.name for c in self.columns[name]) and not tally.single:
             _adopt(chosen, cover, tally, draw, self.focus.adopt)
         if any(k.total for k in links):
@@ -148,8 +154,10 @@ class Linker(Plan):
         became = self._became.get(key_at, {})
         known = self.known[(link.parent, link.parent_columns)]
         nothing = tuple(None for _ in at)
-        # an entity's parents are facts (the volvo model's maker); a like or a visit may move
-        redraw = 0.0 if any(c.name for c in self.columns[link.child]) else self.focus.link_redraw
+        # an entity's parents are facts (the volvo model's maker); a like or a visit may move, and so may
+        # an entity's parent where a gold groups by it and the original never repeats one (``_regroup``)
+        entity = any(c.name for c in self.columns[link.child])
+        redraw = self.focus.regroup if self._regroup(link) else 0.0 if entity else self.focus.link_redraw
         chosen: list[tuple | None] = []
         for row in rows:
             template = tuple(row[j] for j in at)
@@ -160,6 +168,14 @@ class Linker(Plan):
             if keep:
                 tally.take(current)  # type: ignore[arg-type]
         return chosen
+
+    def _regroup(self, link: inv.Link) -> bool:
+        """Whether the link's rows are entities that a gold groups by their parent, though the original
+        never gives a parent two (a conductor of two orchestras: without one, "the conductors of more
+        than one orchestra" is always empty, and so is any answer, right or wrong)."""
+        return any(c.name for c in self.columns[link.child]) and all(
+            self._col(link.child, c).grouped and self._col(link.child, c).facts.max_repeat < 2
+            for c in link.child_columns)
 
     @staticmethod
     def _choose(choices: list[tuple], counts: collections.Counter, cap: int, draw: Draw) -> tuple | None:

@@ -60,10 +60,7 @@ class Plan:
                                      for links in self.links.values() for k in links if k.parent == t.name})
                      for t in original.tables}  # the column sets children link to
         for name, keys in self.keys.items():
-            for col in self.columns[name] if keys else ():  # a text key too: 'volvo' names a model
-                facts = col.facts
-                col.name = facts.kinds == ("text",) and (facts.unique or facts.near_unique) and \
-                    facts.name.lower() not in self.linked[name]
+            self._mark_names(name, {j for at in keys for j in at})
         self.named = {t.name: [j for j, c in enumerate(self.columns[t.name]) if c.name and c.special]
                       for t in original.tables}
         self.holders = {t.name: {j: {r[j]: r for r in t.rows} for j in self.named[t.name]} for t in original.tables}
@@ -74,6 +71,17 @@ class Plan:
         self.depends = {t.name: self._depends(t) for t in original.tables}
         self.order = self._key_order()
         self.ceiling = self._ceilings()
+
+    def _mark_names(self, table: str, key_at: set[int]) -> None:
+        """The columns naming the entities of a table others link to: its nearly distinct texts. A text
+        key is a name where the table has no other ('volvo' names a model); beside a name it is a code,
+        which may change as ids do ('ABW' for Aruba: a query hard-coding it is told apart)."""
+        columns = self.columns[table]
+        texts = [j for j, col in enumerate(columns) if col.facts.kinds == ("text",) and key_at and
+                 (col.facts.unique or col.facts.near_unique) and col.facts.name.lower() not in self.linked[table]]
+        others = any(j not in key_at for j in texts)
+        for j in texts:
+            columns[j].name = j not in key_at or not others
 
     # -- value pools ----------------------------------------------------------------------------
 
@@ -103,6 +111,9 @@ class Plan:
         if numbers:
             special += nv.near_numbers([min(numbers), max(numbers)])
         special = ordered(nv.stored(v, facts.declared) for v in special if v is not None and nv.fits(facts, v))
+        # a gold's BETWEEN bound only where the original holds it: there the two readings of "between" differ
+        bounds = {nv.stored(v, facts.declared) for v in self.focus.ranges.get(name, ())}.difference(pool)
+        special = [v for v in special if v not in bounds]
         # a column a gold needs repeated loses its uniqueness, unless the schema's key holds it
         grouped = name in self.focus.grouped and name not in {k.lower() for k in self.facts[table].key}
         sort = name in self.focus.sort_columns

@@ -91,7 +91,8 @@ def seed(task: Task, sql: str, attempt: int) -> str:
 
 
 def focus(task: Task, sql: str) -> Focus:
-    """What the pair asks of a database: both queries' literals and sorted columns, the gold's groups."""
+    """What the pair asks of a database: both queries' literals and sorted columns, the gold's groups
+    and BETWEEN bounds (a bound the prediction compares with is no more held than the gold's)."""
     names = {c.name.lower() for t in task.profile.tables for c in t.columns}
     links = {c.lower() for k in task.profile.links for c in k.child_columns}
     literals: dict[str, list] = {}
@@ -102,7 +103,8 @@ def focus(task: Task, sql: str) -> Focus:
     return Focus(literals, nv.literals_by_column(task.gold, names, patterns=True),
                  frozenset(nv.grouped_columns(task.gold, names, links)),
                  frozenset(nv.sort_columns(task.gold, names) | nv.sort_columns(sql, names)),
-                 frozenset(nv.extreme_columns(task.gold, names) | nv.extreme_columns(sql, names)))
+                 frozenset(nv.extreme_columns(task.gold, names) | nv.extreme_columns(sql, names)),
+                 nv.between_bounds(task.gold, names))
 
 
 def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limits) -> verify_mod.Searched:

@@ -99,6 +99,9 @@ class Focus:
     ``grouped``: columns a gold needs repeated (their uniqueness is dropped, docs/neighbours.md).
     ``sort_columns``: columns queries order by: no NULL added; ``distinct_sort`` draws them distinct.
     ``distinct``: columns drawn distinct (a gold's ``min``/``max``: no tie for a bare column to break).
+    ``ranges``: column name -> the bounds of a gold's ``BETWEEN``: held only where the original holds
+    them ("between 3000 and 4000" reads inclusive or strict, and only a weight of exactly 3000 tells
+    the two fair readings apart; the values next to a bound are drawn as for any literal).
     ``twins``: a second entity for each literal naming one, where the original repeats such names
     (one of the targeted candidates: a query taking a name for an identity then shows).
     """
@@ -108,12 +111,14 @@ class Focus:
     grouped: frozenset[str] = frozenset()
     sort_columns: frozenset[str] = frozenset()
     distinct: frozenset[str] = frozenset()
+    ranges: Mapping[str, Sequence] = dataclasses.field(default_factory=dict)
     twins: bool = False
     distinct_sort: bool = False
     max_rows: int = 60
     scale: tuple[float, float] = (0.34, 1.5)
     redraw: float = 0.5
     link_redraw: float = 0.05  # a row's parent is redrawn this often, where the rows are no entities (a like, a visit)
+    regroup: float = 0.2  # an entity's parent is redrawn this often where a gold groups by it and the original repeats none
     adopt: float = 0.5  # where they are, a parent without one takes one from a parent with two or more
     null_share: float = 0.15
     special_share: float = 0.3

@@ -7,6 +7,8 @@ Read from the query's text (``sql_text``'s tokenizer), never run:
   goes under "";
 * ``grouped_columns``: columns a query needs repeated (grouped by, with a HAVING on the groups);
 * ``sort_columns``: columns a query orders by (a neighbour adds no NULL there: NULL sorts first);
+* ``between_bounds``: the bounds of a query's ``BETWEEN`` (a neighbour holds them only where the
+  original does: "between" reads inclusive or strict);
 
 and the values drawn near a literal (``near_numbers``, ``like_texts``, ``in_format``), with
 whether a value may go into a column at all (``fits``: the storage classes and the text format
@@ -92,6 +94,37 @@ def literals_by_column(sql: str, columns: set[str], patterns: bool = False) -> d
         if value not in bucket:
             bucket.append(value)
     return out
+
+
+def between_bounds(sql: str, columns: set[str]) -> dict[str, list]:
+    """The bounds of each ``BETWEEN`` of ``sql`` by the column it ranges over (lower-case names; ""
+    when unknown): the values at which "between" read inclusively and read strictly differ.
+
+    >>> between_bounds("SELECT year FROM cars WHERE T1.weight NOT BETWEEN -5 AND 4000.5", {"year", "weight"})
+    {'weight': [-5, 4000.5]}
+    """
+    code = _code(sql)
+    out: dict[str, list] = {}
+    for i, tok in enumerate(code):
+        if tok.upper != "BETWEEN":
+            continue
+        j = i - 1
+        while j >= 0 and code[j].upper == "NOT":
+            j -= 1
+        bucket = out.setdefault((_name(code[j], columns) or "") if j >= 0 else "", [])
+        found, sign = 0, 1
+        for nxt in code[i + 1:]:
+            value = _literal(nxt, columns)
+            if value is None and nxt.text == "-":
+                sign = -1
+            elif value is not None:
+                value = -value if sign < 0 and isinstance(value, (int, float)) else value
+                if value not in bucket:
+                    bucket.append(value)
+                found, sign = found + 1, 1
+            if found == 2 or (value is None and nxt.upper not in ("AND", "-")):
+                break
+    return {k: v for k, v in out.items() if v}
 
 
 def _one_table(words: list[str]) -> bool:

@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("harness.commands.export", "write a split as TRL's or verl's dataset rows (JSONL), with db_id hints from the bundle"),
     "report": ("harness.commands.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
     "bench": ("harness.commands.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
+    "bench-overturns": ("harness.commands.bench_overturns", "per dev database, the matches of published predictions "
+                        "that the neighbours and the grader's search overturn"),
     "bench-ray": ("harness.commands.bench_ray", "grading throughput on real Spider dev pairs: the local backend, Ray with 1 and 2 workers"),
     "serve": ("harness.commands.serve", "serve the bundle's grader over HTTP (http: graders) in its container on 127.0.0.1, "
               "or behind its TLS proxy for remote trainers (--public)"),

@@ -141,7 +141,8 @@ def _candidate_seed(settings: Settings, db_id: str, index: int) -> str:
 
 
 def focus_for(golds: list[str], profile: inv.Profile) -> Focus:
-    """What the golds of a database ask of its neighbours: their literals, grouped and sorted columns."""
+    """What the golds of a database ask of its neighbours: their literals, grouped and sorted columns,
+    BETWEEN bounds."""
     names = {c.name.lower() for t in profile.tables for c in t.columns}
     links = {c.lower() for k in profile.links for c in k.child_columns}
     literals: dict[str, list] = {}
@@ -149,15 +150,18 @@ def focus_for(golds: list[str], profile: inv.Profile) -> Focus:
     ordered: set[str] = set()
     extremes: set[str] = set()
     patterns: dict[str, list] = {}
+    ranges: dict[str, list] = {}
     for gold in golds:
         grouped |= nv.grouped_columns(gold, names, links)
         ordered |= nv.sort_columns(gold, names)
         extremes |= nv.extreme_columns(gold, names)
-        for into, pattern in ((literals, False), (patterns, True)):
-            for name, found in nv.literals_by_column(gold, names, pattern).items():
+        for into, found_by_column in ((literals, nv.literals_by_column(gold, names)),
+                                      (patterns, nv.literals_by_column(gold, names, True)),
+                                      (ranges, nv.between_bounds(gold, names))):
+            for name, found in found_by_column.items():
                 bucket = into.setdefault(name, [])
                 bucket.extend(v for v in found if v not in bucket)
-    return Focus(literals, patterns, frozenset(grouped), frozenset(ordered), frozenset(extremes))
+    return Focus(literals, patterns, frozenset(grouped), frozenset(ordered), frozenset(extremes), ranges)
 
 
 @dataclasses.dataclass
