@@ -18,9 +18,10 @@ Tried in turn, the first that qualifies is kept:
    small databases first, the pair's literals as special values), with build-time seeds;
 3. targeted edits of the first ``bases`` draws on which the gold may be judged: two rows swap their
    values in a column holding a value of the gold's answer (another value where the question
-   asks, the same values everywhere), or one row of a table the gold reads is deleted with the
-   rows that need it (rows a WHERE, LIMIT or count must see go). The proof decides whether an
-   edit keeps the invariants.
+   asks, the same values everywhere); a row holding a literal the gold compares a column with, or
+   a value of its answer, gets another value there (the column's next one, or one past its values:
+   a row the WHERE must cut); one row of a table the gold reads is deleted with the rows that need
+   it (rows a LIMIT or count must see go). The proof decides whether an edit keeps the invariants.
 
 A database kept is added to the database's neighbours (at most ``max_added``), and each gold is
 judged there only where it closes one of that gold's holes: a check costs the reward a run on
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import shutil
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -42,13 +44,16 @@ from pathlib import Path
 
 from bundle import gold_results, neighbour_proof, neighbour_search, sql_guard
 from bundle import neighbour_invariants as inv
+from bundle import neighbour_values as nv
 from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, read_original
 from bundle.verify import MATCH, gold_result, judge
 from harness.prepare.neighbours.distil import BUILD_STEPS, Distilled, build_limits
 
 SWAPS = 2  # columns whose values a base swaps, per base
+CHANGES = 3  # rows whose value is changed, per column the gold compares with a literal or answers from
 DELETES = 6  # rows deleted (one at a time) per table the gold reads, per base
+EDITS = 40  # edits tried per base at most
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +61,7 @@ class Settings:
     seed: int = 0
     draws: int = 12  # generator draws per hole
     bases: int = 2  # draws the gold may be judged on that are edited when none separates
-    max_added: int = 4  # neighbours added per database at most
+    max_added: int = 6  # neighbours added per database at most
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -208,7 +213,8 @@ Edit = list[tuple[str, tuple]]  # statements and their parameters
 
 
 def _edits(base: Path, gold: str, database: _Database) -> Iterator[tuple[str, Edit]]:
-    """Targeted edits of ``base``: swaps in the columns holding the gold's values, then row deletions."""
+    """Targeted edits of ``base``, at most EDITS: swaps, then changes, in the columns holding the
+    gold's values or compared with its literals, then copies and deletions of rows of the tables it reads."""
     profile = database.found.profile
     linked = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns} | \
              {(k.parent.lower(), c.lower()) for k in profile.links for c in k.parent_columns}
@@ -219,24 +225,91 @@ def _edits(base: Path, gold: str, database: _Database) -> Iterator[tuple[str, Ed
         return
     values = [v for row in answer for v in row if v is not None][:40]
     words = {w.lower().strip('"`[]') for w in gold.replace(",", " ").replace("(", " ").replace(")", " ").split()}
+    compared = nv.literals_by_column(gold, {c.name.lower() for t in profile.tables for c in t.columns})
+    free = [(t, c.name) for t in profile.tables for c in t.columns if (t.name.lower(), c.name.lower()) not in linked]
+    read = [t for t in profile.tables if t.name.lower() in words]
     conn = inv.open_read_only(str(base))
     try:
-        swaps = 0
-        for table in profile.tables:
-            for col in table.columns:
-                if swaps < SWAPS and values and (table.name.lower(), col.name.lower()) not in linked:
-                    swap = _swap(conn, table.name, col.name, values)
-                    if swap is not None:
-                        swaps += 1
-                        yield f"swap {table.name}.{col.name}", swap
-        for table in profile.tables:
-            if table.name.lower() in words:
-                rowids = [r[0] for r in conn.execute(f"SELECT rowid FROM {inv.quote(table.name)} ORDER BY rowid "
-                                                     f"LIMIT {DELETES}")]
-                for rowid in rowids:
-                    yield f"delete {table.name} row {rowid}", _delete(profile, table.name, rowid)
+        made = itertools.chain(_swaps(conn, free, values), _changes(conn, free, compared, values),
+                               _copies(conn, profile, read), _deletes(conn, profile, read))
+        yield from itertools.islice(made, EDITS)
     finally:
         conn.close()
+
+
+def _swaps(conn: sqlite3.Connection, free: list, values: list) -> Iterator[tuple[str, Edit]]:
+    found = (( f"swap {t.name}.{c}", _swap(conn, t.name, c, values)) for t, c in free) if values else iter(())
+    return itertools.islice(((what, edit) for what, edit in found if edit is not None), SWAPS)
+
+
+def _changes(conn: sqlite3.Connection, free: list, compared: dict[str, list], values: list) -> Iterator[tuple[str, Edit]]:
+    """Cells changed: where a row holds a literal the gold compares a column with, each other column
+    holding a value of its answer; then the literal's column itself, and the answer's; then rows that
+    do not hold a literal given it (a row a dropped condition would keep)."""
+    for t, c in free:
+        for lit_col, lits in sorted(compared.items()):
+            if lit_col and lit_col != c.lower() and values and any(x.name.lower() == lit_col for x in t.columns):
+                yield from _changed(conn, t.name, c, f"{inv.quote(lit_col)} IN ({_marks(lits)}) AND "
+                                    f"{inv.quote(c)} IN ({_marks(values)})", [*lits, *values])
+    for t, c in free:
+        for wanted in (compared.get(c.lower(), []), values):
+            if wanted:
+                yield from _changed(conn, t.name, c, f"{inv.quote(c)} IN ({_marks(wanted)})", wanted)
+    for t, c in free:
+        for lit in compared.get(c.lower(), []):
+            for (rowid,) in _rows(conn, t.name, f"{inv.quote(c)} IS NOT ?", [lit]):
+                yield f"{t.name}.{c} of row {rowid} set to {lit!r}", [(f"UPDATE {inv.quote(t.name)} SET {inv.quote(c)} = ? "
+                                                                       "WHERE rowid = ?", (lit, rowid))]
+
+
+def _marks(values: list) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _rows(conn: sqlite3.Connection, table: str, where: str, params: list, limit: int = CHANGES) -> list[tuple]:
+    try:
+        return conn.execute(f"SELECT rowid FROM {inv.quote(table)} WHERE {where} ORDER BY rowid LIMIT {limit}",
+                            params).fetchall()
+    except sqlite3.Error:
+        return []
+
+
+def _changed(conn: sqlite3.Connection, table: str, column: str, where: str, params: list) -> Iterator[tuple[str, Edit]]:
+    """For the first CHANGES rows ``where`` holds: ``column`` set to its first other value, and to one
+    none has (a number past the greatest, the text with ``~2``)."""
+    t, c = inv.quote(table), inv.quote(column)
+    for (rowid,) in _rows(conn, table, where, params):
+        other = _rows(conn, table, f"{c} IS NOT (SELECT {c} FROM {t} WHERE rowid = ?) AND {c} IS NOT NULL", [rowid], 1)
+        what = f"change {table}.{column} row {rowid}"
+        if other:
+            yield what, [(f"UPDATE {t} SET {c} = (SELECT {c} FROM {t} WHERE rowid = ?) WHERE rowid = ?", (other[0][0], rowid))]
+        yield what + " (new)", [(f"UPDATE {t} SET {c} = {_fresh(t, c)} WHERE rowid = ?", (rowid,))]
+
+
+def _fresh(t: str, c: str) -> str:
+    """A value of column ``c`` of table ``t`` none has: a number past the greatest, a text with ``~2``."""
+    return (f"CASE WHEN typeof({c}) IN ('integer', 'real') THEN (SELECT max({c}) FROM {t} WHERE typeof({c}) IN "
+            f"('integer', 'real')) + 1 WHEN {c} IS NULL THEN NULL ELSE {c} || '~2' END")
+
+
+def _copies(conn: sqlite3.Connection, profile: inv.Profile, read: list) -> Iterator[tuple[str, Edit]]:
+    """A copy of one of the last rows of a table the gold reads, its keys and unique columns fresh:
+    one more row for a count, a group or a LIMIT to see."""
+    for table in read:
+        t = inv.quote(table.name)
+        fresh = {c.lower() for c in table.key} | {c.name.lower() for c in table.columns if c.unique or c.near_unique}
+        exprs = ", ".join(_fresh(t, inv.quote(c.name)) if c.name.lower() in fresh else inv.quote(c.name)
+                          for c in table.columns)
+        names = ", ".join(inv.quote(c.name) for c in table.columns)
+        for (rowid,) in conn.execute(f"SELECT rowid FROM {t} ORDER BY rowid DESC LIMIT 2").fetchall():
+            yield f"copy {table.name} row {rowid}", [(f"INSERT INTO {t} ({names}) SELECT {exprs} FROM {t} WHERE rowid = ?",
+                                                      (rowid,))]
+
+
+def _deletes(conn: sqlite3.Connection, profile: inv.Profile, read: list) -> Iterator[tuple[str, Edit]]:
+    for table in read:
+        for (rowid,) in conn.execute(f"SELECT rowid FROM {inv.quote(table.name)} ORDER BY rowid LIMIT {DELETES}").fetchall():
+            yield f"delete {table.name} row {rowid}", _delete(profile, table.name, rowid)
 
 
 def _swap(conn: sqlite3.Connection, table: str, column: str, values: list) -> Edit | None:
