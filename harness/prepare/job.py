@@ -105,7 +105,7 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
             index = stage_bundle(stage, selection, rules.catalog)
             built = stage_neighbours(stage, index, selection, neighbours, say)
             reviewed = review(stage) if review is not None else None
-            if reviewed is not None and reviewed.holes and neighbours.separation is not None and built:
+            if review is not None and reviewed is not None and reviewed.holes and neighbours.separation and built:
                 built, reviewed = close_holes(stage, index, built, reviewed, neighbours, review, say)
             if reviewed is not None and reviewed.drop_rl:
                 selection = dataclasses.replace(selection, rl=[r for i, r in enumerate(selection.rl)
@@ -145,12 +145,11 @@ def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], re
                 review: Callable[[Path], Review], say: Callable[[str], None]) -> tuple[dict[str, distil.Distilled], Review]:
     """Add the neighbours that close the review's holes (harness.prepare.neighbours.separate) to the
     staged bundle, and review it again; its section says what the separation did."""
-    assert plan.separation is not None
     data = stage / "data"
     originals = {db_id: data / index["databases"][db_id]["file"] for db_id in built}
     with tempfile.TemporaryDirectory(prefix="spider-separate-") as work:
         closed, outcomes = separate.close(built, originals, list(reviewed.holes), reviewed.rewrites, Path(work),
-                                          plan.separation)
+                                          plan.separation or separate.Settings())
         attach_neighbours(stage, index, closed, plan)
     closed = _staged_files(closed, data)
     added = {db_id: len(found.files) - len(built[db_id].files) for db_id, found in sorted(closed.items())
