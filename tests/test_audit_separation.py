@@ -109,3 +109,65 @@ def test_a_database_without_neighbours_leaves_its_holes_open_and_says_why(tmp_pa
     hole = separate.Hole("nowhere", "SELECT 1", "SELECT 2")
     built, outcomes = separate.close({}, {}, [hole], {}, tmp_path)
     assert built == {} and outcomes[0].neighbour is None and "no neighbours" in outcomes[0].how
+
+
+# -- the same neighbours on CPython 3.9 (a Debian bullseye container) ----------------------------------
+
+PY39_IMAGE = "spider-scoring-base:bullseye"
+CLOSE_SCRIPT = r"""
+import hashlib, json, shutil, sqlite3, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, "/pkgs")
+from harness.prepare.neighbours import distil, separate
+assert sys.version_info[:2] == (3, 9), sys.version
+work = Path(tempfile.mkdtemp())
+original = work / "music_shop.sqlite"
+shutil.copyfile("/pkgs/music_shop.sqlite", original)
+found = distil.distil("music_shop", original, [sys.argv[1]], work / "distil")
+built, outcomes = separate.close({"music_shop": found}, {"music_shop": original},
+                                 [separate.Hole("music_shop", sys.argv[1], sys.argv[2])], {}, work / "close")
+rows = lambda p: hashlib.sha256("\n".join(sqlite3.connect(str(p)).iterdump()).encode()).hexdigest()
+print(json.dumps({"how": outcomes[0].how, "files": [rows(f) for f in built["music_shop"].files]}))
+"""
+
+
+def _closed_here(original: Path, work: Path) -> dict:
+    import sqlite3
+    found = distil.distil("music_shop", original, [JAZZ], work / "distil")
+    built, outcomes = separate.close({"music_shop": found}, {"music_shop": original},
+                                     [separate.Hole("music_shop", JAZZ, MIRA)], {}, work / "close")
+    def rows(path: Path) -> str:
+        conn = sqlite3.connect(str(path))
+        try:
+            return hashlib.sha256("\n".join(conn.iterdump()).encode()).hexdigest()
+        finally:
+            conn.close()
+    return {"how": outcomes[0].how, "files": [rows(f) for f in built["music_shop"].files]}
+
+
+@pytest.mark.docker
+def test_the_separating_neighbour_holds_the_same_rows_on_python_39(docker_engine, fixture_dbs, tmp_path):
+    """The file's bytes carry the SQLite version that wrote it; its rows are the same on 3.9 and here."""
+    import shutil
+
+    import docker
+    client = docker.from_env()
+    try:
+        client.images.get(PY39_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"image {PY39_IMAGE} missing: build it with `make docker-base` (debootstrap, offline)")
+    root = Path(__file__).resolve().parents[1]
+    pkgs = tmp_path / "pkgs"
+    for name in ("bundle", "harness"):
+        shutil.copytree(root / name, pkgs / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(fixture_dbs["music_shop"], pkgs / "music_shop.sqlite")
+    for path in [pkgs, *pkgs.rglob("*")]:  # the container runs as nobody
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    output = client.containers.run(
+        PY39_IMAGE, ["python3", "-c", CLOSE_SCRIPT, JAZZ, MIRA], remove=True, network_disabled=True,
+        user="65534:65534", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        environment={"PYTHONDONTWRITEBYTECODE": "1"}, volumes={str(pkgs): {"bind": "/pkgs", "mode": "ro"}},
+        mem_limit="512m")
+    there = json.loads(output.decode().strip().splitlines()[-1])
+    here = _closed_here(pkgs / "music_shop.sqlite", tmp_path / "here")
+    assert there == here and here["files"] and "open" not in here["how"]
