@@ -16,7 +16,8 @@ Tried in turn, the first that qualifies is kept:
 2. ``draws`` databases drawn by the bundle's generator (``bundle.neighbour_fuzz``) as the grader's
    counterexample search draws them for that very pair (``neighbour_search.focus`` and ``PLANS``:
    small databases first, the pair's literals as special values), with build-time seeds;
-3. targeted edits of the first ``bases`` draws on which the gold may be judged: two rows swap their
+3. targeted edits of the first ``bases`` draws on which the gold may be judged (where none may, of
+   the original itself when it is small: a gold no draw gives rows): two rows swap their
    values in a column holding a value of the gold's answer (another value where the question
    asks, the same values everywhere); a row holding a literal the gold compares a column with, or
    a value of its answer, gets another value there (the column's next one, or one past its values:
@@ -50,7 +51,7 @@ from bundle.neighbour_source import Draw, read_original
 from bundle.verify import MATCH, gold_result, judge
 from harness.prepare.neighbours.distil import BUILD_STEPS, Distilled, build_limits
 
-SWAPS = 2  # columns whose values a base swaps, per base
+SWAPS = 3  # columns whose values a base swaps, per base
 CHANGES = 3  # rows whose value is changed, per column the gold compares with a literal or answers from
 DELETES = 6  # rows deleted (one at a time) per table the gold reads, per base
 EDITS = 40  # edits tried per base at most
@@ -62,6 +63,7 @@ class Settings:
     draws: int = 12  # generator draws per hole
     bases: int = 2  # draws the gold may be judged on that are edited when none separates
     max_added: int = 6  # neighbours added per database at most
+    max_original_bytes: int = 256 * 1024  # where no draw may judge the gold, a small original is edited instead
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -93,7 +95,7 @@ class _Database:
     """One database's context: its invariants and rows, the golds' results, the neighbours added."""
 
     def __init__(self, found: Distilled, original: Path, rewrites: Mapping[str, tuple[str, ...]], work: Path) -> None:
-        self.found, self.rewrites, self.work = found, rewrites, work
+        self.found, self.original, self.rewrites, self.work = found, original, rewrites, work
         self.sha256 = hashlib.sha256(original.read_bytes()).hexdigest()
         conn = inv.open_read_only(str(original))
         try:
@@ -191,7 +193,7 @@ def _attempts(database: _Database, hole: Hole, settings: Settings) -> Iterator[t
     focus = neighbour_search.focus(task, hole.sql)
     fuzzers = [Fuzzer(database.source, database.found.profile, dataclasses.replace(focus, **plan))
                for plan in neighbour_search.PLANS]
-    bases: list[tuple[int, Path]] = []
+    bases: list[tuple[str, Path]] = []
     for k in range(settings.draws):
         path = database.path()
         seed = f"spider-scoring-separate:{settings.seed}:{neighbour_search.seed(task, hole.sql, k)}"
@@ -200,13 +202,15 @@ def _attempts(database: _Database, hole: Hole, settings: Settings) -> Iterator[t
         here = database.fits(path, hole, prove=False)
         yield path, f"draw {k + 1}", here
         if here is None and len(bases) < settings.bases and database.judged_here(path, hole.gold):
-            bases.append((k, path))
-    for k, base in bases:
+            bases.append((f"draw {k + 1}", path))
+    if not bases and database.original.stat().st_size <= settings.max_original_bytes:
+        bases.append(("the original", database.original))  # no draw has what the gold asks about (a director who reviews)
+    for name, base in bases:
         for what, edit in _edits(base, hole.gold, database):
             path = database.path()
             shutil.copyfile(base, path)
             if _apply(path, edit):
-                yield path, f"draw {k + 1}, {what}", database.fits(path, hole, prove=True)
+                yield path, f"{name}, {what}", database.fits(path, hole, prove=True)
 
 
 Edit = list[tuple[str, tuple]]  # statements and their parameters
@@ -230,15 +234,18 @@ def _edits(base: Path, gold: str, database: _Database) -> Iterator[tuple[str, Ed
     read = [t for t in profile.tables if t.name.lower() in words]
     conn = inv.open_read_only(str(base))
     try:
-        made = itertools.chain(_swaps(conn, free, values), _changes(conn, free, compared, values),
-                               _copies(conn, profile, read), _deletes(conn, profile, read))
+        made = itertools.chain(_swaps(conn, free, compared, values), _changes(conn, free, compared, values),
+                               _copies(conn, read, values), _deletes(conn, profile, read))
         yield from itertools.islice(made, EDITS)
     finally:
         conn.close()
 
 
-def _swaps(conn: sqlite3.Connection, free: list, values: list) -> Iterator[tuple[str, Edit]]:
-    found = (( f"swap {t.name}.{c}", _swap(conn, t.name, c, values)) for t, c in free) if values else iter(())
+def _swaps(conn: sqlite3.Connection, free: list, compared: dict[str, list], values: list) -> Iterator[tuple[str, Edit]]:
+    """Swaps in the columns holding a value of the gold's answer, or a literal it compares them with
+    (the row the question names takes another row's key or name)."""
+    found = ((f"swap {t.name}.{c}", _swap(conn, t.name, c, wanted)) for t, c in free
+             for wanted in (compared.get(c.lower(), []) + values,) if wanted)
     return itertools.islice(((what, edit) for what, edit in found if edit is not None), SWAPS)
 
 
@@ -292,16 +299,20 @@ def _fresh(t: str, c: str) -> str:
             f"('integer', 'real')) + 1 WHEN {c} IS NULL THEN NULL ELSE {c} || '~2' END")
 
 
-def _copies(conn: sqlite3.Connection, profile: inv.Profile, read: list) -> Iterator[tuple[str, Edit]]:
-    """A copy of one of the last rows of a table the gold reads, its keys and unique columns fresh:
-    one more row for a count, a group or a LIMIT to see."""
+def _copies(conn: sqlite3.Connection, read: list, values: list) -> Iterator[tuple[str, Edit]]:
+    """A copy of a row of a table the gold reads, its keys and unique columns fresh: one more row for
+    a count, a group, a DISTINCT or a LIMIT to see. The first rows holding a value of the gold's
+    answer, then the last rows."""
     for table in read:
         t = inv.quote(table.name)
         fresh = {c.lower() for c in table.key} | {c.name.lower() for c in table.columns if c.unique or c.near_unique}
         exprs = ", ".join(_fresh(t, inv.quote(c.name)) if c.name.lower() in fresh else inv.quote(c.name)
                           for c in table.columns)
         names = ", ".join(inv.quote(c.name) for c in table.columns)
-        for (rowid,) in conn.execute(f"SELECT rowid FROM {t} ORDER BY rowid DESC LIMIT 2").fetchall():
+        holding = " OR ".join(f"{inv.quote(c.name)} IN ({_marks(values)})" for c in table.columns) if values else "0"
+        rows = _rows(conn, table.name, holding, values * len(table.columns), 2) + \
+            conn.execute(f"SELECT rowid FROM {t} ORDER BY rowid DESC LIMIT 2").fetchall()
+        for rowid in dict.fromkeys(r[0] for r in rows):
             yield f"copy {table.name} row {rowid}", [(f"INSERT INTO {t} ({names}) SELECT {exprs} FROM {t} WHERE rowid = ?",
                                                       (rowid,))]
 
