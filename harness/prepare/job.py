@@ -144,7 +144,7 @@ def stage_neighbours(dest: Path, index: dict, selection: splits.Selection, plan:
 def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], reviewed: Review, plan: NeighbourPlan,
                 review: Callable[[Path], Review], say: Callable[[str], None]) -> tuple[dict[str, distil.Distilled], Review]:
     """Add the neighbours that close the review's holes (harness.prepare.neighbours.separate) to the
-    staged bundle, and review it again; its section says what the separation did."""
+    staged bundle, and review it again where any was added; its section says what the separation did."""
     data = stage / "data"
     originals = {db_id: data / index["databases"][db_id]["file"] for db_id in built}
     with tempfile.TemporaryDirectory(prefix="spider-separate-") as work:
@@ -156,7 +156,7 @@ def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], re
              if len(found.files) > len(built[db_id].files)}
     say(f"separation: {sum(o.neighbour is not None for o in outcomes)} of {len(outcomes)} holes closed, "
         f"{sum(added.values())} neighbours added to {len(added)} databases")
-    again = review(stage)
+    again = review(stage) if added else reviewed  # nothing added: the bundle is the one reviewed
     section = {**again.section, "separation": {
         "holes": len(outcomes), "closed": sum(o.neighbour is not None for o in outcomes), "added": added,
         "before": {split: {k: part[k] for k in ("rows", "hackable", "hackable_first_seven")}
