@@ -17,12 +17,13 @@ Tried in turn, the first that qualifies is kept:
    counterexample search draws them for that very pair (``neighbour_search.focus`` and ``PLANS``:
    small databases first, the pair's literals as special values), with build-time seeds;
 3. targeted edits of the first ``bases`` draws on which the gold may be judged (where none may, of
-   the original itself when it is small: a gold no draw gives rows): two rows swap their
-   values in a column holding a value of the gold's answer (another value where the question
-   asks, the same values everywhere); a row holding a literal the gold compares a column with, or
-   a value of its answer, gets another value there (the column's next one, or one past its values:
-   a row the WHERE must cut); one row of a table the gold reads is deleted with the rows that need
-   it (rows a LIMIT or count must see go). The proof decides whether an edit keeps the invariants.
+   the original itself when it is small: a gold no draw gives rows), at most ``EDITS`` each: two
+   rows swap their values in a column holding a value of the gold's answer or a literal it
+   compares with (the row the question names takes another's name); a cell holding such a value
+   gets the column's next one or one none has (a row the WHERE must cut); a row gets the literal
+   a dropped condition would keep; a row holding the answer is copied with fresh keys (one more
+   row for a count, a group, a DISTINCT or a LIMIT); a row of a table the gold reads is deleted
+   with the rows that need it. The proof decides whether an edit keeps the invariants.
 
 A database kept is added to the database's neighbours (at most ``max_added``), and each gold is
 judged there only where it closes one of that gold's holes: a check costs the reward a run on
