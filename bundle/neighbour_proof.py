@@ -116,11 +116,16 @@ def repeated_identity(conn: sqlite3.Connection, profile: inv.Profile, gold: str)
     of what it lists (``INTERSECT``/``EXCEPT``/``UNION`` on it, ``GROUP BY`` it) holds a name twice
     there. A gold that intersects names reads two students called Jordan as one; where they may be
     two, an answer by ids is the right one, so such a database would judge the gold, not the answer.
+    A column holding another table's key (a link) is no name: its repeats are one entity's rows
+    (``GROUP BY evaluation.employee_id`` counts an employee's awards), as in the original.
     """
     names = {c.name.lower() for t in profile.tables for c in t.columns}
     wanted = neighbour_values.identity_columns(gold, names)
+    linked = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
     for table in profile.tables:
         for col in table.columns:
+            if (table.name.lower(), col.name.lower()) in linked:
+                continue
             if col.name.lower() in wanted and col.near_unique and inv._column_counts(conn, table.name, col.name)[3] > 1:
                 return f"its {col.name} repeats a value here, and it lists by it"
     return None

@@ -199,3 +199,18 @@ def test_a_literal_never_makes_a_name_repeat_more_than_the_original_repeats_one(
             with sqlite3.connect(path) as conn:
                 most = conn.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM Highschooler GROUP BY name)")
                 assert most.fetchone()[0] <= 2  # Gabriel and Jordan are the original's twice-held names
+
+
+@pytest.mark.parametrize("gold, refused", [
+    pytest.param("SELECT name, count(*) FROM city GROUP BY name", True,
+                 id="a gold listing by a name that repeats here is not judged: two Springfields may be two towns"),
+    pytest.param("SELECT kind_code, count(*) FROM doc GROUP BY kind_code", False,
+                 id="a gold grouping by a link column is judged: its repeats are one parent's rows"),
+    pytest.param("SELECT id FROM city", False, id="a gold that lists by nothing is judged"),
+])
+def test_a_repeated_identity_is_a_name_never_a_parents_key(facts_db, profile, gold, refused):
+    conn = inv.open_read_only(str(facts_db))  # Springfield twice among the city names, CV twice among the docs' kinds
+    try:
+        assert bool(neighbour_proof.repeated_identity(conn, profile, gold)) == refused
+    finally:
+        conn.close()

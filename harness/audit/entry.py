@@ -13,11 +13,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.audit import run
+from harness.audit import rewrites, run
 from harness.common.bundle_loader import load_bundle
 from harness.common.errors import InputError
 from harness.prepare import pack
 from harness.prepare.job import Review
+from harness.prepare.neighbours.separate import Hole
 
 Say = Callable[[str], None]
 # Fields of the audit document that depend on the run, not on the bundle: left out of prepare's summary.
@@ -71,4 +72,21 @@ def review(staged: Path, *, drop_hackable: bool, threads: int = 4, say: Say = la
     if rl_rows and len(dropped) == rl_rows:
         raise InputError(f"every one of the {rl_rows} rl rows is hackable, so --drop-hackable would leave rl empty: "
                          "build neighbour databases for rl (--neighbours eval,rl) or leave out --drop-hackable")
-    return Review(summary_section(doc, dropped), frozenset(dropped))
+    return Review(summary_section(doc, dropped), frozenset(dropped), holes(doc), fair_answers(doc))
+
+
+def holes(doc: dict) -> tuple[Hole, ...]:
+    """Every (database, gold, answer) the audit found paid and shown wrong, each once, in order."""
+    return tuple(sorted({Hole(e["db_id"], e["gold"], p["sql"], p["policy"]) for e in doc["hackable"] for p in e["paid"]}))
+
+
+def fair_answers(doc: dict) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(db_id, gold) -> the corpus's equivalent rewrites of it, for the golds of the audit's holes:
+    the separation must keep paying them."""
+    wanted = {(e["db_id"], rewrites.normal(e["gold"])): e["gold"] for e in doc["hackable"]}
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for item in rewrites.load():
+        gold = wanted.get((item["db_id"], rewrites.normal(item["gold"])))
+        if gold is not None:
+            out[(item["db_id"], gold)] = out.get((item["db_id"], gold), ()) + (item["rewrite"],)
+    return out

@@ -5,7 +5,7 @@ real Spider golds that answer the same question in other words (join order, alia
 against ``EXISTS``...; docs/neighbours.md); every rewrite of a gold the audited splits hold is
 scored like the degenerate answers, and each one not paid 1.0 is a *rejected equivalent rewrite*.
 
->>> _normal("SELECT  a FROM t ;")
+>>> normal("SELECT  a FROM t ;")
 'SELECT a FROM t'
 """
 
@@ -22,7 +22,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "neighbours" / "rewr
 Task = tuple[str, str, str, str]  # (function, db_id, gold, sql), as harness.audit.run scores them
 
 
-def _normal(sql: str) -> str:
+def normal(sql: str) -> str:
     return " ".join(sql.split()).rstrip(";").rstrip()
 
 
@@ -35,10 +35,10 @@ def load(path: Path = CORPUS) -> list[dict]:
 
 def matching(rows: list[AuditRow], corpus: list[dict], function_of: dict[str, str]) -> dict[str, list[tuple[Task, str]]]:
     """Per split, the (task, kind) of every rewrite whose database and gold a row of that split has."""
-    by_gold = {(r.db_id, _normal(r.gold)): r for r in rows}
+    by_gold = {(r.db_id, normal(r.gold)): r for r in rows}
     out: dict[str, list[tuple[Task, str]]] = {}
     for item in corpus:
-        row = by_gold.get((item["db_id"], _normal(item["gold"])))
+        row = by_gold.get((item["db_id"], normal(item["gold"])))
         if row is not None:
             task = (function_of[row.split], row.db_id, row.gold, item["rewrite"])
             out.setdefault(row.split, []).append((task, item["kind"]))

@@ -24,7 +24,7 @@ from harness.common.layout import DEFAULT_DATA
 from harness.prepare import job, splits
 from harness.prepare import summary as prepare_summary
 from harness.prepare.fetch_rows import RowSource
-from harness.prepare.neighbours import distil
+from harness.prepare.neighbours import distil, separate
 
 
 def _count(text: str) -> int:
@@ -83,6 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              f"{round(distil.Settings.enough * 100)}%% of the look-alike queries (default %(default)s)")
     add("--max-neighbours", type=_count, metavar="N", default=distil.Settings.max_keep,
         help="neighbour databases kept per database at most (default %(default)s)")
+    add("--no-separation", action="store_true",
+        help="leave the audit's holes open: add no neighbour database that tells a paid degenerate answer from "
+             f"its gold (by default up to {separate.Settings.max_added} per database; docs/audit.md)")
     add("--no-audit", action="store_true",
         help="skip the audit of degenerate answers (by default its figures are a section of the summary)")
     add("--drop-hackable", action="store_true",
@@ -104,7 +107,8 @@ def _plan(args: argparse.Namespace) -> job.NeighbourPlan:
     settings = dataclasses.replace(distil.Settings(), seed=args.neighbour_seed, candidates=args.neighbour_candidates,
                                    max_candidates=max(args.max_neighbour_candidates, args.neighbour_candidates),
                                    max_keep=args.max_neighbours)
-    return job.NeighbourPlan(args.neighbours, settings)
+    return job.NeighbourPlan(args.neighbours, settings, None if args.no_separation else separate.Settings(
+        seed=args.neighbour_seed))
 
 
 def _sizes(args: argparse.Namespace) -> splits.Sizes:

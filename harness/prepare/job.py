@@ -34,7 +34,7 @@ from harness.prepare import bundle_data, splits, staging
 from harness.prepare import summary as prepare_summary
 from harness.prepare.api_cache import PageCache
 from harness.prepare.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
-from harness.prepare.neighbours import attach, distil
+from harness.prepare.neighbours import attach, distil, separate
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_DATABASES = ROOT / "fixtures" / "databases"
@@ -75,6 +75,7 @@ class NeighbourPlan:
 
     splits: tuple[str, ...] = ("eval", "rl")
     settings: distil.Settings = distil.Settings()
+    separation: separate.Settings | None = separate.Settings()  # close the review's holes (None: leave them)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +85,8 @@ class Review:
 
     section: dict
     drop_rl: frozenset[int] = frozenset()
+    holes: tuple[separate.Hole, ...] = ()  # the degenerate answers paid and shown wrong
+    rewrites: dict[tuple[str, str], tuple[str, ...]] = dataclasses.field(default_factory=dict)  # (db_id, gold) -> fair answers
 
 
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
@@ -102,6 +105,8 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
             index = stage_bundle(stage, selection, rules.catalog)
             built = stage_neighbours(stage, index, selection, neighbours, say)
             reviewed = review(stage) if review is not None else None
+            if review is not None and reviewed is not None and reviewed.holes and neighbours.separation and built:
+                built, reviewed = close_holes(stage, index, built, reviewed, neighbours, review, say)
             if reviewed is not None and reviewed.drop_rl:
                 selection = dataclasses.replace(selection, rl=[r for i, r in enumerate(selection.rl)
                                                                if i not in reviewed.drop_rl])
@@ -133,6 +138,36 @@ def stage_neighbours(dest: Path, index: dict, selection: splits.Selection, plan:
         built = attach.build(golds, paths, Path(work), plan.settings, say=say)
         attach_neighbours(dest, index, built, plan)
     # The work folder is gone: the kept files are the staged copies now (a review may attach them again).
+    return _staged_files(built, data)
+
+
+def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], reviewed: Review, plan: NeighbourPlan,
+                review: Callable[[Path], Review], say: Callable[[str], None]) -> tuple[dict[str, distil.Distilled], Review]:
+    """Add the neighbours that close the review's holes (harness.prepare.neighbours.separate) to the
+    staged bundle, and review it again where any was added; its section says what the separation did."""
+    data = stage / "data"
+    originals = {db_id: data / index["databases"][db_id]["file"] for db_id in built}
+    with tempfile.TemporaryDirectory(prefix="spider-separate-") as work:
+        closed, outcomes = separate.close(built, originals, list(reviewed.holes), reviewed.rewrites, Path(work),
+                                          plan.separation or separate.Settings())
+        attach_neighbours(stage, index, closed, plan)
+    closed = _staged_files(closed, data)
+    added = {db_id: len(found.files) - len(built[db_id].files) for db_id, found in sorted(closed.items())
+             if len(found.files) > len(built[db_id].files)}
+    say(f"separation: {sum(o.neighbour is not None for o in outcomes)} of {len(outcomes)} holes closed, "
+        f"{sum(added.values())} neighbours added to {len(added)} databases")
+    again = review(stage) if added else reviewed  # nothing added: the bundle is the one reviewed
+    section = {**again.section, "separation": {
+        "holes": len(outcomes), "closed": sum(o.neighbour is not None for o in outcomes), "added": added,
+        "before": {split: {k: part[k] for k in ("rows", "hackable", "hackable_first_seven")}
+                   for split, part in sorted(reviewed.section.get("splits", {}).items())},
+        "outcomes": [{"db_id": o.hole.db_id, "gold": o.hole.gold, "policy": o.hole.policy, "sql": o.hole.sql,
+                      "neighbour": o.neighbour, "how": o.how} for o in outcomes]}}
+    return closed, dataclasses.replace(again, section=section)
+
+
+def _staged_files(built: dict[str, distil.Distilled], data: Path) -> dict[str, distil.Distilled]:
+    """``built`` with its files named as staged (the work folder they were built in goes)."""
     return {db_id: dataclasses.replace(found, files=[data / attach.FOLDER / f"{db_id}-{k + 1}.sqlite"
                                                      for k in range(len(found.files))])
             for db_id, found in built.items()}

@@ -141,6 +141,12 @@ def _render_audit(found: dict | None) -> list[str]:
     aside = sum(s["set_aside_rows"] for s in found["splits"].values())
     lines = [f"audit: hackable (a degenerate answer paid 1.0 and shown wrong on a witness database): {shares}; "
              f"{aside} more set aside as possibly equivalent (`python3 -m harness audit` prints the table)"]
+    done = found.get("separation")
+    if done:
+        before = ", ".join(f"{name} {s['hackable']}" for name, s in done["before"].items() if s["rows"])
+        lines.append(f"separation: {done['closed']} of {done['holes']} holes closed by {sum(done['added'].values())} "
+                     f"neighbour databases added to {len(done['added'])} databases (hackable rows before: {before}); "
+                     "the rest named in prepare-summary.json (audit.separation.outcomes)")
     dropped = found.get("dropped") or []
     if dropped:
         lines.append(f"dropped from rl (--drop-hackable): {len(dropped)} rows, named in prepare-summary.json (audit.dropped): "
