@@ -164,7 +164,7 @@ def open_guarded(path: str, limits: Limits) -> Guarded:
 
 
 class _ThreadShare:
-    """The page cache one thread's open connections may hold, counted in the process-wide total;
+    """The memory one thread's open connections may hold, counted in the process-wide total too;
     given back when the thread ends (its connections are freed with it)."""
 
     def __init__(self) -> None:
@@ -193,16 +193,15 @@ class _ThreadConnections(threading.local):
 _local = _ThreadConnections()
 # Open connections a thread keeps: at most this many, and at most this much memory between them
 # (each holds at most its file's size or cache_pages_kib, whichever is less, in pages, and
-# _CONNECTION_BYTES besides): a bundle's many small
-# neighbour databases all stay open, a few large databases are closed least recently used first.
+# _CONNECTION_BYTES besides): a bundle's many small neighbour databases all stay open, a few large
+# databases are closed least recently used first.
 _MAX_CACHED_PER_THREAD = 256
 _MAX_CACHE_BYTES_PER_THREAD = 48 * 1024 * 1024
 # Every thread's open connections (page caches, schemas, statements) count against the one
 # process-wide heap ceiling, so all threads together keep at most this much (a quarter of the
-# default ceiling): a thread opening one more
-# connection past it closes its own least recently used. Many threads (an audit's eight, a
-# trainer's pool) must leave the heap to the query that runs, or whether a query is over the memory
-# cap would depend on its company.
+# default ceiling): a thread opening one more connection past it closes its own least recently used.
+# Many threads (an audit's eight, a trainer's pool) must leave the heap to the query that runs, or
+# whether a query is over the memory cap would depend on its company.
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
 # What an open connection holds besides its page cache: its parsed schema and cached statements,
 # about 130 KiB on Spider's databases (SQLite 3.40, measured with sqlite3_memory_used), counted high.
