@@ -128,6 +128,7 @@ class BundleData:
         self._lock = threading.Lock()
         self.cache = gold_results.GoldCache()
         self.neighbour_cache: dict[tuple, tuple] = {}  # (db_id, gold, digits) -> the row's neighbours, built once
+        self.plans: dict[tuple, object] = {}  # scoring_entry's per-row plans: what a call needs besides its completion
 
     # -- databases ---------------------------------------------------------------------------
     def database_path(self, db_id: str) -> str:
@@ -222,13 +223,12 @@ class BundleData:
     def resolve(self, gold: str, db_id: str | None = None, row_id: str | None = None,
                 prompt: str | None = None) -> Resolved:
         """The database and stored gold for a row (module docstring, "Row -> database rule")."""
-        key = normalize_gold(gold)
+        found = self.resolve_by_hints(gold, db_id, row_id)
+        if found is not None:
+            return found
         if row_id is not None and str(row_id) in self.rows_by_id:
             db_id = db_id or self.rows_by_id[str(row_id)]["db_id"]
-        if db_id is not None:
-            stored = self._golds_by_db.get(db_id, {}).get(key)
-            if stored is not None:
-                return self._resolved(db_id, stored)
+        key = normalize_gold(gold)
         candidates = self._dbs_by_gold.get(key)
         if not candidates:
             where = "anywhere" if db_id is None else f"under database {db_id!r} nor any other"
@@ -258,6 +258,16 @@ class BundleData:
                 "sqlite_version_built": self.sqlite_version, "sqlite_version_runtime": sqlite3.sqlite_version,
                 "cost_model_built": self.cost_model,
                 "stored_gold_results_used": self.stored_results_usable and bool(self._stored_results)}
+
+    def resolve_by_hints(self, gold: str, db_id: str | None = None, row_id: str | None = None) -> Resolved | None:
+        """The row's database when its hints name one that stores the gold, else None (``resolve``
+        then looks the gold up everywhere). A function of the three arguments: callers may keep it."""
+        if row_id is not None and str(row_id) in self.rows_by_id:
+            db_id = db_id or self.rows_by_id[str(row_id)]["db_id"]
+        if db_id is None:
+            return None
+        stored = self._golds_by_db.get(db_id, {}).get(normalize_gold(gold))
+        return None if stored is None else self._resolved(db_id, stored)
 
     def _resolved(self, db_id: str, stored_gold: str) -> Resolved:
         path = self.database_path(db_id)

@@ -137,7 +137,7 @@ def compute_score(kwargs: dict, caller: str = "reward") -> object:
     number, and docs/integrations.md names the managers that would turn the error into 0.0.
     """
     detailed = bool(kwargs.pop(DETAIL_SETTING, False))
-    if any(kwargs.get(key) is not None for key in BATCH_KEYS):
+    if not _single(kwargs):
         scored = score_calls([scoring_entry.read_call(item) for item in _batch_items(kwargs)], caller)
         for item in scored:
             if item.error is not None:
@@ -151,6 +151,15 @@ def compute_score(kwargs: dict, caller: str = "reward") -> object:
     if detailed:
         return _from_verdict(verdict).fields()
     return float(verdict.score)  # type: ignore[arg-type]
+
+
+def _single(kwargs: Mapping) -> bool:
+    """No batch keyword is given (verl's single form: the per-rollout path, so no generator here)."""
+    get = kwargs.get
+    for key in BATCH_KEYS:
+        if get(key) is not None:
+            return False
+    return True
 
 
 def _batch_items(kwargs: Mapping) -> list[dict]:

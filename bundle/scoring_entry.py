@@ -15,9 +15,9 @@ may carry ``db_id`` and a row id; the prompt helps tell databases apart.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 try:
     from . import bundle_index, gold_results, neighbour_search, sql_guard
@@ -40,8 +40,9 @@ DB_KEYS = ("db_id", "database", "db")
 ROW_KEYS = ("row_id", "id")
 
 
-@dataclasses.dataclass(frozen=True)
-class RowCall:
+class RowCall(NamedTuple):
+    """One call's completion, gold and hints (a named tuple: made once per call, on the per-rollout path)."""
+
     completion: str
     gold: str
     db_id: str | None = None
@@ -199,12 +200,11 @@ def score_call(call: RowCall, limits: Limits | None = None, root: str | None = N
     """
     limits = limits or current_limits()
     data = bundle_index.load(root)
-    resolved = data.resolve(call.gold, call.db_id, call.row_id, call.prompt)
-    verdict = verify_mod.verify(call.completion, resolved.gold, resolved.path, limits=limits,
-                                known_gold=data.gold_result(resolved, limits),
-                                cache=data.cache, database_key=resolved.sha256,
-                                neighbours=_neighbours(data, resolved, limits),
-                                search=_search(data, resolved, limits, caller))
+    plan = _plan(data, call, limits, caller)
+    resolved = plan.resolved
+    verdict = verify_mod.verify(call.completion, resolved.gold, resolved.path, limits=limits, known_gold=plan.gold,
+                                cache=data.cache, database_key=resolved.sha256, neighbours=plan.neighbours,
+                                search=plan.search)
     outcome = verdict.outcome
     if outcome == verify_mod.GOLD_ERROR:
         raise GoldQueryError(f"the gold of this row failed on database {resolved.db_id!r} ({verdict.detail}); "
@@ -217,6 +217,39 @@ def score_call(call: RowCall, limits: Limits | None = None, root: str | None = N
                                   "unscored, not wrong: give the scorer more CPU (fewer workers per core) or raise "
                                   "SPIDER_SCORING_WALL_GUARD_S")
     return verdict
+
+
+class _Plan(NamedTuple):
+    """What scoring a row needs besides the completion: its database, the gold's result there, its
+    neighbours and its search. Kept per (gold, db_id, row_id, caller, limits) in the bundle's
+    ``plans`` once the gold's result is known and the hints alone named the database (a
+    resolution that needed the prompt is redone per call), so a call to a row seen before goes
+    straight to ``verify``."""
+
+    limits: Limits
+    resolved: bundle_index.Resolved
+    gold: gold_results.GoldResult | None
+    neighbours: tuple[verify_mod.Neighbour, ...]
+    search: Callable[[str, gold_results.GoldResult], verify_mod.Searched] | None
+
+
+_MAX_PLANS = 65_536  # rows kept per bundle; past it the plans start again (a dataset has a few thousand)
+
+
+def _plan(data: bundle_index.BundleData, call: RowCall, limits: Limits, caller: str) -> _Plan:
+    key = (call.gold, call.db_id, call.row_id, caller, id(limits))
+    found = data.plans.get(key)
+    if found is not None and found.limits is limits:  # type: ignore[attr-defined]
+        return found  # type: ignore[return-value]
+    by_hints = data.resolve_by_hints(call.gold, call.db_id, call.row_id)
+    resolved = by_hints or data.resolve(call.gold, call.db_id, call.row_id, call.prompt)
+    plan = _Plan(limits, resolved, data.gold_result(resolved, limits), _neighbours(data, resolved, limits),
+                 _search(data, resolved, limits, caller))
+    if by_hints is not None and plan.gold is not None:
+        if len(data.plans) >= _MAX_PLANS:
+            data.plans.clear()
+        data.plans[key] = plan
+    return plan
 
 
 def _neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resolved,

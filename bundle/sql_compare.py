@@ -112,8 +112,10 @@ def value_key(value: object, digits: int = _DIGITS) -> tuple:
 
 def normalize_rows(rows: Sequence[Sequence[object]], digits: int = _DIGITS) -> list[tuple]:
     """Every value of every row as its ``value_key``; text and NULL, the common cases, inline."""
-    key, text, null = value_key, TEXT_TAG, (NULL_TAG, 0)
-    return [tuple([(text, v) if v.__class__ is str else null if v is None else key(v, digits) for v in row])
+    key, text, null, number = value_key, TEXT_TAG, (NULL_TAG, 0), NUMBER_TAG
+    limit = _INT_LIMIT if digits == _DIGITS else 10 ** digits
+    return [tuple([(text, v) if v.__class__ is str else null if v is None else
+                   (number, v) if v.__class__ is int and -limit < v < limit else key(v, digits) for v in row])
             for row in rows]
 
 

@@ -193,7 +193,7 @@ def _execute_once(guarded: Guarded, sql: str, meter: _Meter, limits: Limits) -> 
         if cursor.description is None:  # ran, but is no query (REINDEX is not authorizer-checked)
             raise QueryFailed(FORBIDDEN, "not a query: the statement returns no result columns")
         rows = _fetch(cursor, limits)
-        columns = tuple(d[0] for d in cursor.description or ())
+        columns = tuple([d[0] for d in cursor.description])
         cursor.close()
         return columns, rows
     finally:

@@ -152,6 +152,61 @@ def test_gold_results_come_from_the_index(bundle_env):
     assert verdict.gold_cached and verdict.gold_s == 0.0
 
 
+def _verdict_proper(verdict) -> dict:
+    """A verdict without its wall-clock telemetry (the ``*_s`` fields) and the gold's cache state."""
+    return {k: v for k, v in verdict.as_dict().items() if not k.endswith("_s") and k != "gold_cached"}
+
+
+PLANNED_CALLS = [
+    {"output": GOLD, "expected": GOLD, "db_id": "pets_club"},
+    {"output": "SELECT count(*) + 1 FROM Owner", "expected": GOLD, "db_id": "pets_club"},
+    {"output": "SELECT 4", "expected": SHARED_GOLD, "db_id": "bakery"},
+    {"output": "SELECT 4", "expected": SHARED_GOLD, "db_id": "music_shop"},
+    {"output": "DROP TABLE Owner", "expected": GOLD, "db_id": "pets_club"},
+    {"output": "no query here", "expected": GOLD, "db_id": "pets_club"},
+]
+
+
+def test_a_row_seen_before_is_scored_from_its_plan_with_the_same_verdict(bundle_env):
+    data = bundle_index.load()
+    data.plans.clear()
+    first = [_verdict_proper(scoring_entry.score_call(scoring_entry.read_call(kw))) for kw in PLANNED_CALLS]
+    kept = {(key[0], key[1]) for key in data.plans}
+    assert kept == {(GOLD, "pets_club"), (SHARED_GOLD, "bakery"), (SHARED_GOLD, "music_shop")}
+    again = [_verdict_proper(scoring_entry.score_call(scoring_entry.read_call(kw))) for kw in PLANNED_CALLS]
+    assert again == first
+    assert [v["outcome"] for v in first] == ["match", "mismatch", "match", "mismatch", "forbidden", "no_query"]
+
+
+def test_a_resolution_that_needed_the_prompt_is_redone_on_every_call(bundle_env):
+    data = bundle_index.load()
+    data.plans.clear()
+    assert grader.compute_score(input=BAKERY_PROMPT, output="SELECT 4", expected=SHARED_GOLD) == 1.0
+    assert not data.plans  # no plan kept: the same gold without the prompt must not find one
+    with pytest.raises(RowResolutionError, match="music_shop, bakery"):
+        grader.compute_score(output="SELECT 4", expected=SHARED_GOLD)
+
+
+def test_a_plan_serves_only_the_limits_it_was_made_with(bundle_env):
+    data = bundle_index.load()
+    call = scoring_entry.read_call({"output": "SELECT count(*) FROM Owner", "expected": GOLD, "db_id": "pets_club"})
+    default = scoring_entry.current_limits()
+    tight = default.replace(budget_floor_steps=1, budget_gold_multiple=1)
+    assert scoring_entry.score_call(call, default).outcome == "match"
+    assert scoring_entry.score_call(call, tight).budget_steps == \
+        tight.budget_steps(scoring_entry.score_call(call, default).gold_steps)
+    assert {key[4] for key in data.plans if key[0] == GOLD} >= {id(default), id(tight)}
+
+
+def test_verdicts_built_on_the_per_call_path_equal_the_dataclass_s_own(bundle_env):
+    from bundle import verify
+    fields = {f.name for f in verify.dataclasses.fields(verify.Verdict)}
+    for kw in PLANNED_CALLS:
+        verdict = scoring_entry.score_call(scoring_entry.read_call(kw))
+        assert set(vars(verdict)) == fields
+        assert verdict == verify.Verdict(**{name: getattr(verdict, name) for name in fields})
+
+
 @pytest.fixture
 def private_bundle(tmp_path, fixture_dbs, monkeypatch):
     """A bundle this test may damage; gold results not precomputed."""
