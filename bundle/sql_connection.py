@@ -3,8 +3,8 @@
 What a connection is opened with (docs/bundle.md, "Hardening"): ``mode=ro&immutable=1``, an
 allow-list authorizer (SELECT, reads, recursive CTEs and the core pure functions only), SQLite
 limits (no attached database, capped strings, blobs and LIKE patterns, no sorter threads),
-``temp_store=MEMORY``, no memory map, ``query_only``, and the process-wide heap ceiling. A query
-that ran out of that shared heap beside others runs again alone (``TURNS``).
+``temp_store=MEMORY``, no memory map, ``query_only``, and the process-wide heap ceiling (a query
+that ran out of that shared heap beside others runs again alone: ``sql_guard.TURNS``).
 
 Connections are kept per thread, least recently used closed first, within a count and a page-cache
 weight; a forked child never uses its parent's.
@@ -68,51 +68,6 @@ def _apply_heap_limit(conn: sqlite3.Connection, limit: int) -> None:
             _heap_set = True
 
 
-class HeapTurns:
-    """Queries of one process share SQLite's heap ceiling; a query that ran out of memory beside
-    others is run again alone, so that "over the memory cap" is about the query, not its company.
-
-    The common path is one uncontended lock; only a query that must run alone waits (and makes
-    new queries wait) until every running query has left.
-    """
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Fresh state (in a forked child: a lock held by a parent's thread would never be released)."""
-        self._lock = threading.Lock()
-        self._running = 0
-        self._alone = False
-        self._changed = threading.Condition(self._lock)
-
-    def enter(self) -> None:
-        with self._lock:
-            while self._alone:
-                self._changed.wait()
-            self._running += 1
-
-    def leave(self) -> None:
-        with self._lock:
-            self._running -= 1
-            if self._alone and self._running == 0:
-                self._changed.notify_all()
-
-    def enter_alone(self) -> None:
-        with self._lock:
-            while self._alone:
-                self._changed.wait()
-            self._alone = True
-            while self._running:
-                self._changed.wait()
-
-    def leave_alone(self) -> None:
-        with self._lock:
-            self._alone = False
-            self._changed.notify_all()
-
-
-TURNS = HeapTurns()
 
 
 _CACHED_STATEMENTS = 16  # per connection: a GRPO group often repeats a query; run_query keeps counts exact
@@ -248,7 +203,6 @@ def forget_connections() -> None:
 
 
 def _after_fork() -> None:
-    TURNS.reset()
     _cached[0] = 0
 
 

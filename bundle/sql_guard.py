@@ -20,20 +20,22 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import sqlite3
+import threading
 import time
 from typing import NamedTuple
 
 try:
     from . import sql_functions
     from .scoring_limits import Limits
-    from .sql_connection import ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded
+    from .sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded
 except ImportError:  # run as a standalone file
     import sql_functions  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
-    from sql_connection import ALLOWED_FUNCTIONS, TURNS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded  # type: ignore[no-redef]
+    from sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded  # type: ignore[no-redef]
 
-__all__ = ["ALLOWED_FUNCTIONS", "QueryFailed", "RawResult", "database_uri", "forget_connections", "is_statement",
+__all__ = ["ALLOWED_FUNCTIONS", "TURNS", "QueryFailed", "RawResult", "database_uri", "forget_connections", "is_statement",
            "open_guarded", "run_query"]
 
 # Failure kinds: the caller maps them to outcomes.
@@ -58,6 +60,57 @@ class RawResult(NamedTuple):
     rows: list[tuple]
     steps: int  # VM steps counted (units of limits.progress_steps) plus the charges of charged functions
     seconds: float
+
+
+class HeapTurns:
+    """Queries of one process share SQLite's heap ceiling; a query that ran out of memory beside
+    others is run again alone, so that "over the memory cap" is about the query, not its company.
+
+    The common path is one uncontended lock; only a query that must run alone waits (and makes
+    new queries wait) until every running query has left.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Fresh state (in a forked child: a lock held by a parent's thread would never be released)."""
+        self._lock = threading.Lock()
+        self._running = 0
+        self._alone = False
+        self._changed = threading.Condition(self._lock)
+
+    def enter(self) -> None:
+        with self._lock:
+            while self._alone:
+                self._changed.wait()
+            self._running += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._alone and self._running == 0:
+                self._changed.notify_all()
+
+    def enter_alone(self) -> None:
+        with self._lock:
+            while self._alone:
+                self._changed.wait()
+            self._alone = True
+            while self._running:
+                self._changed.wait()
+
+    def leave_alone(self) -> None:
+        with self._lock:
+            self._alone = False
+            self._changed.notify_all()
+
+
+TURNS = HeapTurns()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=TURNS.reset)
 
 
 _RESULT_CODE_KIND = {

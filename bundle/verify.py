@@ -215,15 +215,16 @@ def _other_readings(gold: gold_results.GoldResult, rows: list[tuple], ncols: int
 
 
 def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits, *, neighbour: bool = False,
-          max_steps: int | None = None) -> Judged:
+          max_steps: int | None = None, budget_steps: int | None = None) -> Judged:
     """Run ``sql`` on one database and compare its rows with the gold's result there.
 
     ``neighbour``: a neighbour or search database, where the original accepted the answer: the
     gold's rows with the whole tie its LIMIT cuts, or each once, also match (``_other_readings``).
     ``max_steps``: fewer steps than the gold's budget (the search's remaining budget); stopped
-    there, the outcome is ``prediction_over_budget``.
+    there, the outcome is ``prediction_over_budget``. ``budget_steps``: the gold's budget here,
+    when the caller has it already (``limits.budget_steps(gold.steps)``).
     """
-    budget = limits.budget_steps(gold.steps)
+    budget = limits.budget_steps(gold.steps) if budget_steps is None else budget_steps
     if max_steps is not None:
         budget = min(budget, max_steps)
     t0 = time.monotonic()
@@ -296,8 +297,9 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
             return _finish(started, _GOLD_KIND.get(failed.kind, GOLD_ERROR), None, f"gold query: {failed.detail}")
         gold_s = 0.0 if cached else time.monotonic() - t0
     shape = known_gold.shape
+    budget = limits.budget_steps(known_gold.steps)
     base = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached, gold_s=gold_s,
-                gold_steps=known_gold.steps, budget_steps=limits.budget_steps(known_gold.steps))
+                gold_steps=known_gold.steps, budget_steps=budget)
     no_query = "no SQL query found in the completion"
     if is_sql:
         sql, second = (completion.strip() if isinstance(completion, str) else None), None
@@ -315,7 +317,8 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
                            sql, steps=0, original_score=0.0, **base)
     except sql_guard.QueryFailed as failed:
         return _finish(started, INFRASTRUCTURE_ERROR, None, failed.detail, sql, **base)
-    outcome, score, detail, steps, prediction_s, compare_s = judge(database, sql, known_gold, limits)
+    outcome, score, detail, steps, prediction_s, compare_s = judge(database, sql, known_gold, limits,
+                                                                   budget_steps=budget)
     original_score, decided_on, checked, searched = score, "original", 0, 0
     if outcome == MATCH and limits.semantics == "neighbours" and (neighbours or search is not None):
         beyond = _beyond_original(sql, neighbours, search, known_gold, limits)
