@@ -34,6 +34,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse ``--dist loadgroup`` on a pytest / pytest-xdist pair that silently drops the groups
+    (pytest-dev/pytest-xdist#1386: pytest 9.2's node ids): every costly shared fixture would be built
+    once a worker, minutes each, and the Ray clusters' modules would share the machine."""
+    if config.getoption("dist", None) != "loadgroup":
+        return
+    from importlib.metadata import version
+    pytest_version = tuple(int(p) for p in pytest.__version__.split(".")[:2] if p.isdigit())
+    xdist_version = tuple(int(p) for p in version("pytest-xdist").split(".")[:3] if p.isdigit())
+    if pytest_version >= (9, 2) and xdist_version <= (3, 8, 0):
+        raise pytest.UsageError(
+            f"--dist loadgroup does not group under pytest {pytest.__version__} with pytest-xdist "
+            f"{version('pytest-xdist')} (pytest-dev/pytest-xdist#1386): install the test group's pins, "
+            "`.venv/bin/pip install -e '.[test]'` (pytest<9.2)")
+
+
 def sample_rows(split: str) -> list[dict]:
     page = json.loads((FIXTURES / "sample" / f"rows-{split}.json").read_text(encoding="utf-8"))
     return [r["row"] for r in page["rows"]]
