@@ -144,7 +144,7 @@ def compute_score(kwargs: dict, caller: str = "reward") -> object:
                 raise item.error
         return [item.fields() if detailed else item.score for item in scored]
     try:
-        verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs), caller=caller)
+        verdict = scoring_entry.score_arguments(kwargs, caller)
     except ScoringInfrastructureError as exc:
         _fault(exc)
         raise

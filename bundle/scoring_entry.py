@@ -236,6 +236,11 @@ class _Plan(NamedTuple):
 _MAX_PLANS = 65_536  # rows kept per bundle; past it the plans start again (a dataset has a few thousand)
 
 
+def score_arguments(kwargs: Mapping, caller: str = "reward") -> verify_mod.Verdict:
+    """``score_call`` of what ``read_call`` reads in ``kwargs``: one call's whole path, read to verdict."""
+    return score_call(read_call(kwargs), caller=caller)
+
+
 def _plan(data: bundle_index.BundleData, call: RowCall, limits: Limits, caller: str) -> _Plan:
     key = (call.gold, call.db_id, call.row_id, caller, id(limits))
     found = data.plans.get(key)

@@ -315,3 +315,32 @@ def compare(gold: ResultShape, pred: Sequence[tuple], pred_ncols: int, *,
     if perm is not None:
         return Comparison(True, "same rows, columns reordered", budget.used)
     return Comparison(False, "no column order gives the same rows", budget.used)
+
+
+TIES_DETAIL = "its rows are the gold's with the whole tie its LIMIT cuts"
+SET_DETAIL = "its rows are the gold's, each once"
+
+
+def compare_result(gold: ResultShape, raw_rows: Sequence[Sequence[object]], pred_ncols: int, digits: int,
+                   max_cells: int, deadline: float | None, *, other_readings: bool = False,
+                   with_ties: ResultShape | None = None) -> Comparison:
+    """A query's raw result (as sqlite3 returns it) against the gold's shape: normalized, then
+    compared within ``max_cells`` cell visits (``deadline``, on ``time.monotonic``, only guards).
+
+    ``other_readings``: on a neighbour or search database, where the original accepted the answer,
+    two fair readings the original could not tell from the gold's also match: the gold's rows with
+    the whole tie its LIMIT cuts (``with_ties``), and the gold's rows each once (where the gold
+    repeats a row because a join does, and the answer repeats none). Raises as ``compare``.
+    """
+    rows = normalize_rows(raw_rows, digits)
+    budget = Budget(max_cells, deadline)
+    result = compare(gold, rows, pred_ncols, budget=budget)
+    if result.match or not other_readings:
+        return result
+    if with_ties is not None and compare(with_ties, rows, pred_ncols, budget=budget).match:
+        return Comparison(True, TIES_DETAIL)
+    if not gold.ordered and len(set(rows)) == len(rows) and len(set(gold.rows)) < len(gold.rows):
+        once = ResultShape(gold.ncols, tuple(dict.fromkeys(gold.rows)), False, (Segment(0, len(set(gold.rows))),))
+        if compare(once, rows, pred_ncols, budget=budget).match:
+            return Comparison(True, SET_DETAIL)
+    return result

@@ -194,32 +194,12 @@ class Judged(NamedTuple):
     compare_s: float
 
 
-TIES_DETAIL = "its rows are the gold's with the whole tie its LIMIT cuts"
-SET_DETAIL = "its rows are the gold's, each once"
-
-
-def _other_readings(gold: gold_results.GoldResult, rows: list[tuple], ncols: int,
-                    budget: sql_compare.Budget) -> str | None:
-    """The fair readings a neighbour also accepts, where the original could not tell them from the
-    gold's: the whole tie a LIMIT cuts, and the gold's rows each once (where the gold repeats a
-    row because a join does, and the answer does not repeat any)."""
-    if gold.with_ties is not None and sql_compare.compare(gold.with_ties, rows, ncols, budget=budget).match:
-        return TIES_DETAIL
-    shape = gold.shape
-    if not shape.ordered and len(set(rows)) == len(rows) and len(set(shape.rows)) < len(shape.rows):
-        once = sql_compare.ResultShape(shape.ncols, tuple(dict.fromkeys(shape.rows)), False,
-                                       (sql_compare.Segment(0, len(set(shape.rows))),))
-        if sql_compare.compare(once, rows, ncols, budget=budget).match:
-            return SET_DETAIL
-    return None
-
-
 def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits, *, neighbour: bool = False,
           max_steps: int | None = None, budget_steps: int | None = None) -> Judged:
     """Run ``sql`` on one database and compare its rows with the gold's result there.
 
     ``neighbour``: a neighbour or search database, where the original accepted the answer: the
-    gold's rows with the whole tie its LIMIT cuts, or each once, also match (``_other_readings``).
+    gold's rows with the whole tie its LIMIT cuts, or each once, also match (``sql_compare.compare_result``).
     ``max_steps``: fewer steps than the gold's budget (the search's remaining budget); stopped
     there, the outcome is ``prediction_over_budget``. ``budget_steps``: the gold's budget here,
     when the caller has it already (``limits.budget_steps(gold.steps)``).
@@ -236,12 +216,9 @@ def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits
                       time.monotonic() - t0, 0.0)
     t1 = time.monotonic()
     try:
-        rows = sql_compare.normalize_rows(raw.rows, limits.float_digits)
-        budget_cells = sql_compare.Budget(limits.compare_max_cells, t0 + limits.wall_guard_s)
-        result = sql_compare.compare(gold.shape, rows, len(raw.columns), budget=budget_cells)
-        other = _other_readings(gold, rows, len(raw.columns), budget_cells) if neighbour and not result.match else None
-        if other is not None:
-            result = sql_compare.Comparison(True, other)
+        result = sql_compare.compare_result(gold.shape, raw.rows, len(raw.columns), limits.float_digits,
+                                            limits.compare_max_cells, t0 + limits.wall_guard_s,
+                                            other_readings=neighbour, with_ties=gold.with_ties)
     except (sql_compare.CompareBudgetExceeded, sql_compare.CompareWallGuard) as exc:
         timed_out = isinstance(exc, sql_compare.CompareWallGuard)
         return Judged(INFRASTRUCTURE_TIMEOUT if timed_out else PREDICTION_OVER_CAP, None if timed_out else 0.0,

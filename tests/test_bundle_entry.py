@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import importlib
 import json
+import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -411,3 +414,58 @@ def test_an_entry_file_loaded_by_path_finds_its_siblings_without_generic_names(s
     result = json.loads(done.stdout)
     assert result["reward"] == [1.0, 0.0] and result["grader"] == [1.0, 0.0]
     assert result["generic_names"] == [] and len(result["private"]) == 1  # one private package for both files
+
+
+# -- the per-call path: each bundle module entered once per database judged -------------------------
+
+BUNDLE_DIR = str(Path(reward.__file__).resolve().parent)
+
+
+def _entered(call):
+    """How many times each bundle module is called into from another module (or from outside)
+    while ``call()`` runs, and what it returned."""
+    entered: collections.Counter = collections.Counter()
+
+    def profile(frame, event, _arg):
+        if event == "call":
+            path = frame.f_code.co_filename
+            if os.path.dirname(path) == BUNDLE_DIR:
+                caller = frame.f_back.f_code.co_filename if frame.f_back is not None else ""
+                if caller != path:
+                    entered[Path(path).stem] += 1
+
+    sys.setprofile(profile)
+    try:
+        result = call()
+    finally:
+        sys.setprofile(None)
+    return entered, result
+
+
+def test_a_warm_reward_call_enters_each_bundle_module_once(bundle_env):
+    kwargs = {"solution_str": "SELECT count(*) FROM Owner", "ground_truth": GOLD, "extra_info": {"db_id": "pets_club"}}
+    reward.compute_score(**kwargs)  # the row's plan made, its connection opened
+    entered, score = _entered(lambda: reward.compute_score(**kwargs))
+    assert score == 1.0
+    assert {"reward", "scoring_batch", "scoring_entry", "verify", "sql_extract", "sql_guard", "sql_connection",
+            "sql_compare"} <= set(entered)
+    assert {name: n for name, n in entered.items() if n != 1} == {}
+
+
+PER_DATABASE = ("scoring_limits", "sql_guard", "sql_connection", "sql_compare")  # the budget, the run, the rows
+
+
+def test_with_neighbours_the_query_modules_are_entered_once_per_database(neighbour_bundle, monkeypatch):
+    monkeypatch.setenv("TRAINER_BUNDLE_ROOT", str(neighbour_bundle))
+    index = json.loads((neighbour_bundle / "data" / "index.json").read_text(encoding="utf-8"))
+    checked = 0
+    for row in index["rows"][:12]:
+        kwargs = {"output": row["gold"] + " ", "expected": row["gold"], "db_id": row["db_id"]}
+        scoring_entry.score_arguments(kwargs)
+        entered, verdict = _entered(lambda: scoring_entry.score_arguments(kwargs))  # noqa: B023 - called here
+        databases = 1 + verdict.neighbours_checked
+        checked += verdict.neighbours_checked
+        assert verdict.outcome == "match"
+        assert {name: entered[name] for name in PER_DATABASE} == dict.fromkeys(PER_DATABASE, databases), row["gold"]
+        assert {name: n for name, n in entered.items() if name not in PER_DATABASE and n != 1} == {}
+    assert checked > 0  # the sample's rows do go through neighbours
