@@ -68,8 +68,6 @@ def _apply_heap_limit(conn: sqlite3.Connection, limit: int) -> None:
             _heap_set = True
 
 
-
-
 _CACHED_STATEMENTS = 16  # per connection: a GRPO group often repeats a query; run_query keeps counts exact
 
 
