@@ -223,9 +223,12 @@ class BundleData:
     def resolve(self, gold: str, db_id: str | None = None, row_id: str | None = None,
                 prompt: str | None = None) -> Resolved:
         """The database and stored gold for a row (module docstring, "Row -> database rule")."""
-        found = self.resolve_by_hints(gold, db_id, row_id)
-        if found is not None:
-            return found
+        return self.resolve_by_hints(gold, db_id, row_id) or self.resolve_by_gold(gold, db_id, row_id, prompt)
+
+    def resolve_by_gold(self, gold: str, db_id: str | None = None, row_id: str | None = None,
+                        prompt: str | None = None) -> Resolved:
+        """``resolve`` where the hints named no database that stores the gold: by the gold's text,
+        then the prompt's schema lines."""
         if row_id is not None and str(row_id) in self.rows_by_id:
             db_id = db_id or self.rows_by_id[str(row_id)]["db_id"]
         key = normalize_gold(gold)

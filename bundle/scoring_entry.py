@@ -247,7 +247,7 @@ def _plan(data: bundle_index.BundleData, call: RowCall, limits: Limits, caller: 
     if found is not None and found.limits is limits:  # type: ignore[attr-defined]
         return found  # type: ignore[return-value]
     by_hints = data.resolve_by_hints(call.gold, call.db_id, call.row_id)
-    resolved = by_hints or data.resolve(call.gold, call.db_id, call.row_id, call.prompt)
+    resolved = by_hints or data.resolve_by_gold(call.gold, call.db_id, call.row_id, call.prompt)
     plan = _Plan(limits, resolved, data.gold_result(resolved, limits), _neighbours(data, resolved, limits),
                  _search(data, resolved, limits, caller))
     if by_hints is not None and plan.gold is not None:

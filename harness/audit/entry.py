@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bundle.bundle_index import normalize_gold
 from harness.audit import rewrites, run
 from harness.common.bundle_loader import load_bundle
 from harness.common.errors import InputError
@@ -83,10 +84,10 @@ def holes(doc: dict) -> tuple[Hole, ...]:
 def fair_answers(doc: dict) -> dict[tuple[str, str], tuple[str, ...]]:
     """(db_id, gold) -> the corpus's equivalent rewrites of it, for the golds of the audit's holes:
     the separation must keep paying them."""
-    wanted = {(e["db_id"], rewrites.normal(e["gold"])): e["gold"] for e in doc["hackable"]}
+    wanted = {(e["db_id"], normalize_gold(e["gold"])): e["gold"] for e in doc["hackable"]}
     out: dict[tuple[str, str], tuple[str, ...]] = {}
     for item in rewrites.load():
-        gold = wanted.get((item["db_id"], rewrites.normal(item["gold"])))
+        gold = wanted.get((item["db_id"], normalize_gold(item["gold"])))
         if gold is not None:
             out[(item["db_id"], gold)] = out.get((item["db_id"], gold), ()) + (item["rewrite"],)
     return out

@@ -4,9 +4,7 @@ Closing a hole must not cost a fair answer. ``fixtures/neighbours/rewrites.json`
 real Spider golds that answer the same question in other words (join order, aliases, ``IN``
 against ``EXISTS``...; docs/neighbours.md); every rewrite of a gold the audited splits hold is
 scored like the degenerate answers, and each one not paid 1.0 is a *rejected equivalent rewrite*.
-
->>> normal("SELECT  a FROM t ;")
-'SELECT a FROM t'
+Golds are matched as the bundle matches them (``bundle_index.normalize_gold``).
 """
 
 from __future__ import annotations
@@ -14,16 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bundle.bundle_index import normalize_gold
 from harness.audit.model import AuditRow
 from harness.emulator.calls import Call
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "neighbours" / "rewrites.json"
 
 Task = tuple[str, str, str, str]  # (function, db_id, gold, sql), as harness.audit.run scores them
-
-
-def normal(sql: str) -> str:
-    return " ".join(sql.split()).rstrip(";").rstrip()
 
 
 def load(path: Path = CORPUS) -> list[dict]:
@@ -35,10 +30,10 @@ def load(path: Path = CORPUS) -> list[dict]:
 
 def matching(rows: list[AuditRow], corpus: list[dict], function_of: dict[str, str]) -> dict[str, list[tuple[Task, str]]]:
     """Per split, the (task, kind) of every rewrite whose database and gold a row of that split has."""
-    by_gold = {(r.db_id, normal(r.gold)): r for r in rows}
+    by_gold = {(r.db_id, normalize_gold(r.gold)): r for r in rows}
     out: dict[str, list[tuple[Task, str]]] = {}
     for item in corpus:
-        row = by_gold.get((item["db_id"], normal(item["gold"])))
+        row = by_gold.get((item["db_id"], normalize_gold(item["gold"])))
         if row is not None:
             task = (function_of[row.split], row.db_id, row.gold, item["rewrite"])
             out.setdefault(row.split, []).append((task, item["kind"]))

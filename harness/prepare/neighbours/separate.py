@@ -327,9 +327,9 @@ def _deletes(conn: sqlite3.Connection, profile: inv.Profile, read: list) -> Iter
 def _swap(conn: sqlite3.Connection, table: str, column: str, values: list) -> Edit | None:
     """Swap ``column``'s value in the first row holding one of ``values`` with the first row holding another."""
     t, c = inv.quote(table), inv.quote(column)
-    marks = ", ".join("?" * len(values))
     try:
-        first = conn.execute(f"SELECT rowid FROM {t} WHERE {c} IN ({marks}) ORDER BY rowid LIMIT 1", values).fetchone()
+        first = conn.execute(f"SELECT rowid FROM {t} WHERE {c} IN ({_marks(values)}) ORDER BY rowid LIMIT 1",
+                             values).fetchone()
         if first is None:
             return None
         other = conn.execute(f"SELECT rowid FROM {t} WHERE {c} IS NOT (SELECT {c} FROM {t} WHERE rowid = ?) "
