@@ -117,13 +117,39 @@ def test_the_figures_count_precision_on_sampled_overturns_and_recall_on_accepted
     judged = [_judged(over_wrong, 1.0, 0.0), _judged(over_right, 1.0, 0.0),
               _judged(search_wrong, 1.0, 1.0), _judged(reading_wrong[0], 1.0, 0.0),
               _judged(reading_wrong[1], 0.0, 0.0), _judged(reading_right, 1.0, 0.0)]
-    f = bench_labels.figures(judged)
+    f = bench_labels._figures(judged)
     assert (f["precision"]["k"], f["precision"]["n"]) == (1, 2)  # only the sampled overturns
     assert f["artefacts"] == [over_right.id]
     assert (f["precision_all_labelled"]["k"], f["precision_all_labelled"]["n"]) == (2, 4)
     assert (f["recall"]["k"], f["recall"]["n"]) == (1, 2)  # one the original no longer accepts is left out
     assert f["missed"] == [search_wrong.id]
     assert f["not_accepted"] == [reading_wrong[1].id]
+
+
+def test_a_third_of_the_dev_questions_is_held_out_with_every_pair_of_a_question_on_one_side():
+    by_question: dict[int, set[str]] = {}
+    for pair in PAIRS:
+        by_question.setdefault(pair.dev_index, set()).add(bench_labels.part(pair))
+    assert all(len(parts) == 1 for parts in by_question.values())
+    held = sum(parts == {bench_labels.HELD_OUT} for parts in by_question.values())
+    assert 0.25 < held / len(by_question) < 0.42
+    for stratum in bench_labels.STRATA:  # each stratum is represented on both sides
+        assert {bench_labels.part(p) for p in PAIRS if p.stratum == stratum} == {bench_labels.TUNING,
+                                                                                  bench_labels.HELD_OUT}
+
+
+def test_the_figures_give_each_part_and_name_no_held_out_pair():
+    judged = [_judged(p, 1.0, 0.0 if p.stratum == "overturn" else 1.0) for p in PAIRS]
+    f = bench_labels.figures(judged)
+    tuning, held = f["parts"][bench_labels.TUNING], f["parts"][bench_labels.HELD_OUT]
+    assert tuning["pairs"] + held["pairs"] == f["pairs"] == len(PAIRS)
+    assert tuning["precision"]["n"] + held["precision"]["n"] == f["precision"]["n"]
+    assert tuning["recall"]["n"] + held["recall"]["n"] == f["recall"]["n"]
+    held_ids = {p.id for p in PAIRS if bench_labels.part(p) == bench_labels.HELD_OUT}
+    assert held["artefacts"] > 0 and held["missed"] > 0  # counts only
+    assert isinstance(f["artefacts"], int) and isinstance(f["missed"], int)
+    assert not held_ids & set(tuning["artefacts"] + tuning["missed"])
+    assert held_ids.isdisjoint(json.dumps(f).replace('"', " ").split())
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +173,7 @@ def test_the_bench_judges_a_slice_of_the_set_on_a_bundle_it_stages_now(spider_di
     assert f["pairs"] == len(chosen) and f["databases"] == 2
     assert f == {**bench_labels.figures(judged), "build_seconds": f["build_seconds"],
                  "judge_seconds": f["judge_seconds"]}
-    assert not f["not_accepted"]  # every labelled pair still matches on its original database
+    assert not f["not_accepted"]  # every labelled pair still matches on its original database (a count)
     assert f["precision"]["n"] > 0 and f["recall"]["n"] > 0
 
 
