@@ -29,6 +29,8 @@ from harness.report.difficulty import LEVELS, DifficultyError, difficulty
 from harness.report.stats import Accuracy, Paired
 
 UNCLASSIFIED = "unclassified"
+DISPUTED = "disputed (judged on the original only)"  # the gold breakdown's groups (docs/disputed-golds.md)
+UNDISPUTED = "undisputed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +106,11 @@ class Report:
     by_level: Breakdown
     by_database: Breakdown
     test_suite: bool = False  # some verdict was decided with neighbour databases: show both accuracies
+    by_gold: Breakdown | None = None  # rows on disputed golds (judged on the original only) apart, when there are some
+
+    def breakdowns(self) -> tuple[Breakdown, ...]:
+        """The breakdowns to show, in order: difficulty, database, and disputed golds when any."""
+        return (self.by_level, self.by_database) + ((self.by_gold,) if self.by_gold is not None else ())
 
 
 DEFAULT_PREPARED = Prepared(DEFAULT_DATA)
@@ -260,8 +267,12 @@ def build_report(stages: list[Stage], baseline: str | None = None, *, alpha: flo
     summaries = tuple(StageSummary(s.label, s.path, _accuracy(f), sum(x is None for x in f),
                                    _accuracy(original_correctness(s)), _original_only(s, levels))
                       for s, f in zip(stages, flags))
-    test_suite = any(r.decided_on != "original" for s in stages for r in s.rows)
+    test_suite = any(r.beyond_original for s in stages for r in s.rows)
+    disputed = [any(s.rows[i].disputed for s in stages) for i in range(len(stages[0].rows))]
+    by_gold = (_breakdown("gold", [DISPUTED if d else UNDISPUTED for d in disputed], [DISPUTED, UNDISPUTED], flags)
+               if any(disputed) else None)
     return Report(rows=len(stages[0].rows), baseline=baseline, alpha=alpha, test=test, stages=summaries,
                   comparisons=comparisons,
                   by_level=_breakdown("difficulty", levels, list(LEVELS) + [UNCLASSIFIED], flags),
-                  by_database=_breakdown("database", dbs, sorted(set(dbs)), flags), test_suite=test_suite)
+                  by_database=_breakdown("database", dbs, sorted(set(dbs)), flags), test_suite=test_suite,
+                  by_gold=by_gold)

@@ -103,7 +103,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 def terminal(report: Report, *, show_changed: int = 5) -> str:
     """The report as plain text: tables, then up to ``show_changed`` changed rows per list."""
     parts = [_heading(report), "", _table(*summary_rows(report))]
-    for breakdown in (report.by_level, report.by_database):
+    for breakdown in report.breakdowns():
         parts += ["", f"By {breakdown.title}", _table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
         parts += ["", f"Changed rows, {comp.label} against {report.baseline}: "
@@ -150,7 +150,7 @@ def _changed_table(report: Report, comp: Comparison, rows: tuple[ChangedRow, ...
 def markdown(report: Report) -> str:
     """The report as Markdown (GitHub tables), every changed row included."""
     parts = ["# Evaluation report", "", _heading(report) + ".", "", _md_table(*summary_rows(report))]
-    for breakdown in (report.by_level, report.by_database):
+    for breakdown in report.breakdowns():
         parts += ["", f"## By {breakdown.title}", "", _md_table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
         parts += ["", f"## Changed rows: {comp.label} against {report.baseline}"]
@@ -229,7 +229,7 @@ def html_page(report: Report) -> str:
              f'<figure id="chart">{chart_svg(report)}<figcaption>Execution accuracy per stage with 95% '
              "(Wilson) intervals; rows gained and lost against the baseline, with the paired p."
              "</figcaption></figure>"]
-    for breakdown in (report.by_level, report.by_database):
+    for breakdown in report.breakdowns():
         parts += [f"<h2>By {html.escape(breakdown.title)}</h2>", _html_table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
         parts.append(f"<h2>Changed rows: {html.escape(comp.label)} against {html.escape(report.baseline)}</h2>")
