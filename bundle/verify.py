@@ -306,8 +306,8 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
         gold_s = 0.0 if cached else time.monotonic() - t0
     shape = known_gold.shape
     budget = limits.budget_steps(known_gold.steps)
-    base = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached, gold_s=gold_s,
-                gold_steps=known_gold.steps, budget_steps=budget)
+    base: dict[str, object] = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached,
+                                   gold_s=gold_s, gold_steps=known_gold.steps, budget_steps=budget)
     if disputed is not None:  # every verdict of the row says it was judged on the original only
         base.update(decided_on=f"{DISPUTED_PREFIX}{disputed.id})", disputed=disputed.id)
     no_query = "no SQL query found in the completion"

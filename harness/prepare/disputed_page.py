@@ -10,6 +10,7 @@ True
 from __future__ import annotations
 
 import collections
+
 from harness.prepare import disputed
 
 PAGE = disputed.ROOT / "docs" / "disputed-golds.md"
