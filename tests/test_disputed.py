@@ -18,7 +18,7 @@ from conftest import run_prepare, sample_rows
 from harness.common import results as results_mod
 from harness.common.errors import InputError
 from harness.prepare import bundle_data, disputed, disputed_page, splits
-from harness.report import compare
+from harness.report import compare, render
 
 OWNER_COUNT = "SELECT count(*) FROM Owner"  # pets_club: the neighbours refuse its constant answer
 
@@ -250,6 +250,7 @@ def test_the_report_counts_rows_on_disputed_golds_apart(tmp_path):
     assert report.by_gold is not None and report.breakdowns()[-1] is report.by_gold
     groups = dict(report.by_gold.groups)
     assert groups[compare.DISPUTED][0].n == 1 and groups[compare.UNDISPUTED][0].n == 2
+    assert "By gold" in render.terminal(report) and compare.DISPUTED in render.markdown(report)
     plain = compare.build_report([compare.Stage("base", stages[0].path, _results(["original"] * 3, [1.0, 0.0, 1.0]))])
     assert plain.by_gold is None and len(plain.breakdowns()) == 2
 

@@ -177,12 +177,14 @@ def _render_disputed(found: dict | None) -> list[str]:
     out = found["left_out_of_rl"]
     if not marked and not out:
         return [f"disputed golds: none of the {found['golds']} listed is in the splits"]
+    ids = sorted({r["disputed"] for rows in marked.values() for r in rows})
     lines = ["disputed golds (judged on the original database only): "
-             + (", ".join(f"{name} {len(rows)}" for name, rows in marked.items()) or "no row")
-             + (": " + ", ".join(sorted({r["disputed"] for rows in marked.values() for r in rows})) if marked else "")]
+             + (", ".join(f"{name} {len(rows)} rows" for name, rows in marked.items()) or "no row")
+             + (f" of {len(ids)} golds ({', '.join(ids[:4])}{', ...' if len(ids) > 4 else ''}; all named in "
+                "prepare-summary.json, disputed)" if ids else "")]
     if out:
         lines.append(f"  left out of rl (--keep-disputed keeps them): {len(out)}: "
-                     + ", ".join(f"train {r['index']} ({r['disputed']})" for r in out))
+                     + ", ".join(f"train {r['index']} ({r['disputed']})" for r in out[:4]) + (", ..." if len(out) > 4 else ""))
     return lines
 
 
