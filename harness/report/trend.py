@@ -24,6 +24,7 @@ and the run is judged by its held-out evaluation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -91,6 +92,7 @@ def fit_trend(steps: Sequence[float], rewards: Sequence[float], *, alpha: float 
     return Trend(n, min(steps), max(steps), intercept, slope, (slope - half, slope + half), sd, 1 - alpha)
 
 
+@functools.lru_cache(maxsize=256)
 def t_quantile(p: float, df: int) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF).
 
@@ -104,8 +106,10 @@ def t_quantile(p: float, df: int) -> float:
     low, high = 0.0, 1.0
     while t_cdf(high, df) < p:
         high *= 2
-    for _ in range(200):  # the interval halves each time: far below a float's resolution
+    while True:  # halve the bracket until floating point cannot split it further
         mid = (low + high) / 2
+        if mid in (low, high):
+            break
         low, high = (mid, high) if t_cdf(mid, df) < p else (low, mid)
     return (low + high) / 2
 
