@@ -19,7 +19,6 @@ from harness.common.errors import InputError
 from harness.common.results import RowResult, write_results
 from harness.report import render
 from harness.report.compare import Stage, build_report
-from harness.report.reward_log import read_reward_log
 
 ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
@@ -55,11 +54,22 @@ def reward_log(tmp_path: Path, rewards: list[float]) -> Path:
     return path
 
 
+def read_reward_log(path: Path):
+    from harness.report.reward_log import read_reward_log as read  # imported here: the edit tests need none of it
+
+    return read(path)
+
+
 FLAT = [0.31, 0.36, 0.29, 0.35, 0.33, 0.30, 0.37, 0.32]
 
 
 @pytest.fixture
-def report(tmp_path):
+def report():
+    return build_report([stage("sft", 1), stage("rl", 2)], "sft")
+
+
+@pytest.fixture
+def with_rewards(tmp_path):
     return build_report([stage("sft", 1), stage("rl", 2)], "sft",
                         reward_logs=[("rl", read_reward_log(reward_log(tmp_path, FLAT)))])
 
@@ -149,8 +159,8 @@ def test_a_comparison_without_changed_rows_says_so():
     assert "No changed rows." in render.markdown(same) and "No changed rows." in render.terminal(same)
 
 
-def test_the_reward_section_sits_beside_the_held_out_delta(report):
-    text = render.markdown(report)
+def test_the_reward_section_sits_beside_the_held_out_delta(with_rewards):
+    text = render.markdown(with_rewards)
     section = text[text.index("## The reward curve beside the evaluation"):text.index("## By difficulty")]
     row = next(line for line in section.splitlines() if line.startswith("| rl |"))
     cells = [c.strip() for c in row.strip("|").split(" | ")]
@@ -160,8 +170,8 @@ def test_the_reward_section_sits_beside_the_held_out_delta(report):
     assert "judge the run by its held-out evaluation" in section
 
 
-def test_the_html_reward_chart_is_an_inline_svg_with_the_verdict(report):
-    page = render.html_page(report)
+def test_the_html_reward_chart_is_an_inline_svg_with_the_verdict(with_rewards):
+    page = render.html_page(with_rewards)
     assert parse(page).figures == ["chart", "reward-chart"]
     start = page.index("<svg", page.index('id="reward-chart"'))
     root = ET.fromstring(page[start:page.index("</svg>", start) + len("</svg>")])
@@ -170,7 +180,7 @@ def test_the_html_reward_chart_is_an_inline_svg_with_the_verdict(report):
     assert len(list(root.iter(f"{SVG}path"))) > 10
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "").replace(
         'xmlns:xlink="http://www.w3.org/1999/xlink"', "")
-    assert render.html_page(report) == page  # the same report gives the same bytes
+    assert render.html_page(with_rewards) == page  # the same report gives the same bytes
 
 
 def test_a_rising_curve_is_called_so(tmp_path):
