@@ -256,7 +256,7 @@ def _compare(base: Stage, cand: Stage, base_ok: list[bool | None], cand_ok: list
 
 
 def _reward_trends(labels: list[str], logs: list[tuple[str, RewardCurve]], alpha: float) -> tuple[RewardTrend, ...]:
-    by_label = {}
+    by_label: dict[str, RewardCurve] = {}
     for label, curve in logs:
         if label not in labels:
             raise InputError(f"--reward-log {label}={curve.path}: {label!r} is not one of the stages ({', '.join(labels)})")

@@ -12,8 +12,7 @@ import html
 from harness.report import charts
 from harness.report.compare import Breakdown, ChangedRow, Comparison, OriginalOnly, Report
 from harness.report.stats import Accuracy, format_p
-from harness.report.training_tables import (REWARD_HEADING, edit_caption, edit_list, edit_rows, edit_title, reward_rows,
-                                            reward_sentence)
+from harness.report.training_tables import REWARD_HEADING, edit_caption, edit_list, edit_rows, edit_title, reward_rows, reward_sentence
 
 EXAMPLE_WIDTH = 48  # characters of an edit's example in the terminal (files show it whole)
 TEST_NAMES = {"chi2": "McNemar chi-squared with continuity correction", "exact": "exact binomial McNemar"}

@@ -125,9 +125,11 @@ def _outer_selects(tree: exp.Expression) -> list[exp.Select]:
 
 def _unwrap(item: exp.Expression) -> exp.Expression:
     """A SELECT item without its alias, an aggregate's argument for the aggregate, DISTINCT opened."""
-    item = item.unalias()
-    if isinstance(item, exp.AggFunc) and item.this is not None:
-        item = item.this
+    bare = item.unalias()
+    item = bare if isinstance(bare, exp.Expression) else item
+    inner = item.this if isinstance(item, exp.AggFunc) else None
+    if isinstance(inner, exp.Expression):
+        item = inner
     if isinstance(item, exp.Distinct) and item.expressions:
         item = item.expressions[0]
     return item
