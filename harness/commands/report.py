@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="p-value the verdict reads: McNemar chi-squared with continuity correction "
                              "(default, as the reference) or the exact binomial test")
     parser.add_argument("--markdown", metavar="PATH", help="also write the report as Markdown")
-    parser.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page with the chart")
+    parser.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page with the charts")
     parser.add_argument("--show-changed", type=int, default=5, metavar="N",
                         help="changed rows printed per list in the terminal (files get them all; default 5)")
     parser.add_argument("--reward-log", action="append", default=[], metavar="[STAGE=]FILE",

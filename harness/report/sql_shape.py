@@ -4,8 +4,10 @@ Why sqlglot and not sqlparse (which ``difficulty.py`` uses for Spider's levels):
 a query's *tree*, which table a JOIN brings in, which condition sits in a sub-query, which SELECT a
 set operation joins, and sqlglot builds that tree (Select, Join, Subquery, Union, ...) for SQLite,
 while sqlparse is non-validating and groups tokens, leaving the clauses to be rebuilt by hand. sqlglot
-reads every one of Spider's 8,034 train and dev golds (tests/test_sql_shape.py, real data), in
-about 0.35 ms each, is pure Python with no dependency, and is kept up closely.
+reads every one of Spider's 8,034 train and dev golds, and on each of the 1,034 dev golds counts
+joins, sub-queries, set operations, conditions, aggregates, DISTINCT, GROUP BY, ORDER BY and LIMIT
+as Spider's own parse does (tests/test_report_edits.py, real data); it is pure Python with no
+dependency of its own, and closely maintained.
 
 A :class:`Shape` holds a query's parts as multisets (``collections.Counter``), written back as SQL
 with table qualifiers stripped and identifiers lower-cased, so that ``T1.name`` and ``name`` compare
