@@ -12,7 +12,8 @@ dependency of its own, and closely maintained.
 A :class:`Shape` holds a query's parts as multisets (``collections.Counter``), written back as SQL
 with table qualifiers stripped and identifiers lower-cased, so that ``T1.name`` and ``name`` compare
 equal and an alias alone changes only ``aliases``. A double-quoted name used as a value
-(``sport = "Basketball"``) is read as the string it is to SQLite in Spider's golds.
+(``sport = "Basketball"``) is read as the string it is to SQLite in Spider's golds; elsewhere
+(``GROUP BY "Name"``) as the name.
 
 >>> shape = read_shape("SELECT T1.name FROM singer AS T1 JOIN concert AS T2 ON T1.id = T2.singer_id "
 ...                    "WHERE T2.year > 2014 ORDER BY T1.age DESC LIMIT 1")
@@ -80,19 +81,37 @@ def read_shape(sql: str) -> Shape | None:
 
 
 def canonical(node: exp.Expression) -> str:
-    """``node`` as SQLite text with qualifiers stripped, identifiers lower-cased, quoted names as strings.
+    """``node`` as SQLite text: qualifiers stripped, names lower-cased and unquoted (SQLite's names
+    ignore case), a double-quoted name in a value's place read as the string SQLite takes it for.
 
-    >>> canonical(sqlglot.parse_one('T2.Sport = "Basketball"', read="sqlite"))
+    >>> canonical(sqlglot.parse_one('T2."Sport" = "Basketball"', read="sqlite"))
     "sport = 'Basketball'"
+    >>> canonical(sqlglot.parse_one('"Age" = (SELECT min("Age") FROM "Singer")', read="sqlite"))
+    'age = (SELECT MIN(age) FROM singer)'
     """
     def rewrite(part: exp.Expression) -> exp.Expression:
-        if isinstance(part, exp.Column) and not part.table and part.this.args.get("quoted"):
+        if isinstance(part, exp.Table) and isinstance(part.this, exp.Identifier):
+            bare = part.copy()
+            bare.set("this", exp.to_identifier(part.name.lower()))
+            return bare
+        if not isinstance(part, exp.Column):
+            return part
+        if not part.table and part.this.args.get("quoted") and _in_value_place(part):
             return exp.Literal.string(part.name)
-        if isinstance(part, exp.Column) and part.table:
-            return exp.column(part.this.copy())
-        return part
+        return exp.column(part.name.lower())
 
     return node.copy().transform(rewrite).sql(dialect="sqlite", normalize=True)
+
+
+def _in_value_place(column: exp.Column) -> bool:
+    """The right side of a comparison, an IN list's item, a BETWEEN bound: where Spider's golds write
+    ``"France"`` for the string."""
+    parent = column.parent
+    if isinstance(parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like)):
+        return parent.expression is column
+    if isinstance(parent, exp.In):
+        return column in parent.expressions
+    return isinstance(parent, exp.Between) and column is not parent.this
 
 
 def _atoms(condition: exp.Expression) -> list[exp.Expression]:
