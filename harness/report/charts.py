@@ -63,12 +63,12 @@ def reward_figure(trends: tuple[RewardTrend, ...]) -> Figure:
         ends = [trend.first_step, trend.last_step]
         line = [trend.fitted(x) for x in ends]
         ax.plot(steps, item.curve.rewards, color="#4c72b0", linewidth=0.8, marker="o", markersize=2.5,
-                label=f"{item.curve.key} per step")
+                label="logged steps")
         ax.fill_between(ends, [y - trend.residual_sd for y in line], [y + trend.residual_sd for y in line],
                         color="#dd8452", alpha=0.2, label="line ± residual SD")
         ax.plot(ends, line, color="#dd8452", linewidth=2, label="least-squares line")
         ax.set_xlabel("step")
-        ax.set_ylabel("mean reward")
+        ax.set_ylabel(item.curve.key)
         ax.set_title(f"{item.label}: {trend.verdict}\n(rise {trend.rise:+.3f} over the run, residual SD "
                      f"{trend.residual_sd:.3f})", fontsize=10)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3, frameon=False)
