@@ -142,6 +142,11 @@ def test_a_bare_log_with_several_candidate_stages_asks_for_the_stage():
         assign_reward_logs(["run.csv"], ["base", "sft", "rl"], "base")
 
 
+def test_a_log_for_a_stage_not_compared_is_refused_before_it_is_read():
+    with pytest.raises(InputError, match=r"--reward-log grpo=missing\.json: 'grpo' is not one of the stages \(sft, rl\)"):
+        assign_reward_logs(["grpo=missing.json"], ["sft", "rl"], "sft")
+
+
 def test_a_path_holding_an_equals_sign_is_a_bare_path(tmp_path):
     path = tmp_path / "lr=1e-6.jsonl"
     path.write_text('{"step": 1, "reward": 0.1}\n')

@@ -261,6 +261,8 @@ def assign_reward_logs(values: list[str], labels: list[str], baseline: str) -> l
         if sep and not Path(item).is_file():
             if not label.strip() or not path.strip():
                 raise InputError(f"--reward-log {item!r}: give STAGE=FILE (e.g. rl=out/trainer_state.json) or FILE")
+            if label.strip() not in labels:
+                raise InputError(f"--reward-log {item}: {label.strip()!r} is not one of the stages ({', '.join(labels)})")
             pairs.append((label.strip(), path.strip()))
             continue
         others = [x for x in labels if x != baseline]

@@ -75,7 +75,7 @@ def reward_sentence(report: Report, item: RewardTrend) -> str:
     t = item.trend
     direction = "rises" if t.rise >= 0 else "falls"
     compared = "more" if abs(t.rise) > t.residual_sd else "less"
-    interval = "above 0" if t.slope_interval[0] > 0 else "below 0" if t.slope_interval[1] < 0 else "includes 0"
+    interval = "lies above 0" if t.slope_interval[0] > 0 else "lies below 0" if t.slope_interval[1] < 0 else "includes 0"
     text = (f"{item.label}: over steps {t.first_step:g}-{t.last_step:g} the reward line {direction} by "
             f"{abs(t.rise):.3f}, {compared} than its residual spread {t.residual_sd:.3f} (the slope's interval "
             f"{interval}): {t.verdict}. Held-out: {_held_out(report, item.label)}.")
