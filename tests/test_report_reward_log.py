@@ -43,6 +43,8 @@ FORMATS = [
      ("TRL trainer_state.json", "reward", (10.0, 30.0), (0.25, 0.35), 3)),
     ("TRL with one reward function's mean", "trainer_state.json", json.dumps(TRL_STATE), "rewards/spider/mean",
      ("TRL trainer_state.json", "rewards/spider/mean", (10.0, 30.0), (0.25, 0.36), 3)),
+    ("TRL's state under another name, told by its content", "state.txt", json.dumps(TRL_STATE), None,
+     ("TRL trainer_state.json", "reward", (10.0, 30.0), (0.25, 0.35), 3)),
     ("verl's file logger reads critic/score/mean", "run.jsonl", VERL_FILE, None,
      ("verl file logger", "critic/score/mean", (1.0, 2.0, 3.0), (0.10, 0.15, 0.12), 1)),
     ("verl's file logger with another key", "run.jsonl", VERL_FILE, "critic/rewards/mean",

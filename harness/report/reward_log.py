@@ -89,10 +89,12 @@ def parse_text(text: str, name: str, key: str | None = None) -> RewardCurve:
 
 
 def _whole_json(text: str) -> bool:
+    """Whether ``text`` is one JSON object holding ``log_history`` (TRL's state under another name)."""
     try:
-        return isinstance(json.loads(text), dict) and "log_history" in json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return False
+    return isinstance(value, dict) and "log_history" in value
 
 
 class _Collector:
