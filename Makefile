@@ -93,7 +93,8 @@ demo: setup ## the main job on the embedded sample, offline: prepare, pack, veri
 	$(HARNESS) emulate reward --in-process --data $(DEMO)
 	$(HARNESS) emulate grader --in-process --data $(DEMO) --completions fixtures/sample/completions-eval.jsonl --stage tuned
 	$(HARNESS) grade --data $(DEMO) --stage base --completions fixtures/sample/completions-eval-base.jsonl
-	$(HARNESS) report --data $(DEMO) base tuned --baseline base --markdown $(DEMO)/report.md --html $(DEMO)/report.html
+	$(HARNESS) report --data $(DEMO) base tuned --baseline base --markdown $(DEMO)/report.md --html $(DEMO)/report.html \
+		--reward-log tuned=fixtures/sample/reward-log.jsonl
 	@echo "demo done: $(DEMO)/ holds the splits, the bundle zip, per-row results (results/) and report.{md,html}"
 
 bench: setup ## print the scorer's benchmark figures on real Spider dev pairs, and the neighbours' precision and recall on the labelled set (SPIDER_DATA=DIR)
@@ -179,7 +180,7 @@ submit: $(ZIP) $(PIPELINE) ## verify the bundle, register data + bundle, start $
 
 # --- grading and reports ----------------------------------------------------------------------------
 # `make grade STAGE=sft` grades $(OUT)/completions/sft.jsonl (or COMPLETIONS=FILE) into $(OUT)/results/sft.jsonl;
-# `make report STAGES="base sft rl" BASELINE=sft` compares them.
+# `make report STAGES="base sft rl" BASELINE=sft` compares them; REPORT_ARGS="--reward-log rl=FILE" adds a run's reward curve.
 grade: $(ZIP) ## grade STAGE's completions ($(OUT)/completions/STAGE.jsonl, or COMPLETIONS=FILE) on $(OUT)/data/eval.jsonl into $(OUT)/results/STAGE.jsonl
 	@test -n "$(STAGE)" || { echo "make grade: give STAGE=<name> (e.g. STAGE=sft)" >&2; exit 2; }
 	$(HARNESS) grade --data $(OUT) --zip $(ZIP) --stage $(STAGE) $(if $(COMPLETIONS),--completions $(COMPLETIONS))
