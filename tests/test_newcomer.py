@@ -20,12 +20,12 @@ import pytest
 from conftest import ROOT, SPIDER_PREPARE_ARGS
 from harness.audit import catalogue, report
 from harness.cli import main
+from harness.commands import emulate
 from harness.common import ports
 from harness.common.bundle_loader import load_bundle
 from harness.common.errors import CHECKS_FAILED, UNEXPECTED, InputError, PortUnavailable
 from harness.common.results import RowResult
 from harness.common.rows import read_split
-from harness.commands import emulate
 from harness.emulator import checks
 from harness.emulator.calls import call_score
 from test_docs import made, scratch_make

@@ -28,7 +28,7 @@ _ID_KEYS = ("row_id", "id")
 MAX_NESTING = 8  # as the bundle's scoring_entry.MAX_NESTING
 
 # What to do when a file does not answer the split's rows (the sample's file given for a real bundle).
-OTHER_ROWS_FIX = ("give a file with one completion per row of this split: --completions FILE (in Make: "
+OTHER_ROWS_FIX = ("Give a file with one completion per row of this split: --completions FILE (in Make: "
                   "GRADER_COMPLETIONS=FILE for test-grader and check-cpu, COMPLETIONS=FILE for grade), or, to check "
                   "the grader path alone, `emulate --gold-completions` (what test-grader and check-cpu run when "
                   "GRADER_COMPLETIONS is not set)")
