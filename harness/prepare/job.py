@@ -1,7 +1,8 @@
 """`prepare`: Spider questions and databases to three chat-JSONL splits and the bundle's staged data.
 
-Reads the questions from the datasets-server ``/rows`` API (cached, rate limited; see
-harness/fetch_rows.py) or, with ``--sample``, from the embedded sample under fixtures/; reads the
+Reads the questions from any RowSource: Spider's own files (harness.prepare.spider_files), the
+datasets-server ``/rows`` API (cached, rate limited; harness.prepare.fetch_rows) or, with
+``--sample``, the embedded sample under fixtures/ (harness.commands.prepare picks one); reads the
 schemas from the SQLite files; writes, under ``--out``:
 
 * ``data/train.jsonl``, ``data/rl.jsonl``, ``data/eval.jsonl`` (harness/splits.py says which rows);
