@@ -64,15 +64,16 @@ def fixture_dbs(tmp_path_factory) -> dict[str, Path]:
 
 
 def stage_bundle(dest: Path, fixture_dbs: dict[str, Path], *, precompute: bool = True,
-                 rows: list[bundle_data.IndexRow] | None = None) -> Path:
-    """A bundle root like the unpacked zip: bundle/*.py plus data/ from the sample rows."""
+                 rows: list[bundle_data.IndexRow] | None = None, reward_shape=None) -> Path:
+    """A bundle root like the unpacked zip: bundle/*.py plus data/ from the sample rows (``reward_shape``:
+    a bundle.reward_shapes.Shape the reward pays by; default binary)."""
     dest.mkdir(parents=True, exist_ok=True)
     for src in BUNDLE_SRC.glob("*.py"):
         shutil.copy2(src, dest / src.name)
     if rows is None:
         rows = [bundle_data.IndexRow(f"{split}-{i:05d}", split, r["db_id"], r["query"])
                 for split in ("train", "validation") for i, r in enumerate(sample_rows(split))]
-    bundle_data.write_bundle_data(dest, rows, fixture_dbs, precompute=precompute)
+    bundle_data.write_bundle_data(dest, rows, fixture_dbs, precompute=precompute, reward_shape=reward_shape)
     return dest
 
 
