@@ -197,6 +197,24 @@ def sample_zip(prepared_sample, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def shaped_sample(tmp_path_factory):
+    """``shaped_sample(name)``: the sample prepared with ``--reward-shape name`` (the same rows as
+    prepared_sample) and packed, once per shape per session: (prepared folder, zip). Read-only."""
+    from harness.prepare import pack
+    made: dict[str, tuple[Path, Path]] = {}
+
+    def make(name: str) -> tuple[Path, Path]:
+        if name not in made:
+            root = tmp_path_factory.mktemp(f"shaped-{name}")
+            run_prepare(root / "out", "--sample", "--reward-shape", name)
+            pack.pack(root / "out" / "bundle", root / "spider-scoring.zip")
+            made[name] = (root / "out", root / "spider-scoring.zip")
+        return made[name]
+
+    return make
+
+
 # The arguments prepared_spider ran with, minus --api-url, --cache-dir and --out.
 SPIDER_PREPARE_ARGS = ("--rows", "2000", "--rl-rows", "600", "--eval-rows", "300", "--request-interval", "0")
 
