@@ -32,8 +32,8 @@ for others) and, on a match only, length (0 to 1.5, ``sql_r1_length``).
 >>> try:
 ...     custom("mine", {"match": 1, "mismatch": 0.2})
 ... except ShapeError as exc:
-...     print(exc)
-custom shape 'mine': no value for no_query, prediction_error, forbidden, prediction_over_budget, prediction_over_cap: give every scored outcome a number
+...     print(exc)  # doctest: +ELLIPSIS
+custom shape 'mine': no value for no_query, prediction_error, ..., prediction_over_cap: give every scored outcome a number
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ import pytest
 
 from conftest import ROOT
 from harness.common.bundle_loader import load_bundle
+from harness.common.rows import read_split
 from harness.emulator import reward_job, verdicts_job
 from harness.emulator.calls import shape_for
-from harness.common.rows import read_split
 
 
 @pytest.fixture(scope="module")

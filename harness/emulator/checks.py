@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.common import mutate
 from harness.common.bundle_loader import LoadedBundle, directory_listing
@@ -209,7 +210,7 @@ def _explained(grade: Callable, kwargs: dict, call: Call) -> str:
 def check_golds(loaded: LoadedBundle, rows: dict[str, list[SplitRow]], workers: int) -> Check:
     reward, grader = loaded.function("reward"), loaded.function("grader")
     shape = shape_for(loaded)
-    calls = []
+    calls: list[tuple[str, Callable, dict[str, Any]]] = []
     for split in SPLITS:
         for row in rows.get(split, []):
             if split == "eval":

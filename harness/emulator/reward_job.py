@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 from harness.common.bundle_loader import LoadedBundle
 from harness.common.errors import InputError
-from harness.common.rows import SplitRow
 from harness.common.reward_shape import BINARY_SHAPE, DeclaredShape
+from harness.common.rows import SplitRow
 from harness.emulator.calls import Call, call_score, counters, shape_for
 
 # Completions used when no file is given: the gold, the gold in a fence (both score 1), a query
