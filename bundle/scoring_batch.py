@@ -150,8 +150,7 @@ def report(scored: Sequence[Scored], log_metric: object = None, log_extra: objec
     if callable(log_extra):
         log_extra("spider_outcome", [s.outcome for s in scored])
         log_extra("spider_explanation", [s.explanation for s in scored])
-        shapes = {s.shape for s in scored if s.shape is not None}
-        if shapes:
+        if any(s.shape is not None for s in scored):
             log_extra("spider_reward_shape", [s.shape or "" for s in scored])
 
 

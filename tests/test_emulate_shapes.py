@@ -39,7 +39,7 @@ def test_reward_steps_pay_the_shape_and_count_zero_and_full_by_it(shaped):
     assert done.returncode == 0, done.stderr
     # per group: 1 + 1 (the gold, fenced) + 0 (other rows) - 1 (no query), over 4; "zero" is the shape's least
     assert done.stdout.count("reward mean 0.250  zero 0.250  full 0.500") == 2, done.stdout
-    assert "crashes 0" in done.stdout
+    assert "crashes 0, reward shape skyrl-sql;" in done.stdout
 
 
 def test_the_steps_and_verdicts_of_sql_r1_stay_within_its_bounds(shaped, tmp_path):
