@@ -47,6 +47,15 @@ def partial_credit(shape: reward_shapes.Shape) -> float:
     return nothing_of(shape) - min(shape.values.values())
 
 
+def partial_share(shape: reward_shapes.Shape) -> float:
+    """``partial_credit`` as a share of what a match earns above the least value (its length part aside).
+
+    >>> [round(partial_share(s), 3) for s in reward_shapes.PRESETS.values()]
+    [0.0, 0.5, 0.1, 0.143]
+    """
+    return partial_credit(shape) / (shape.values[reward_shapes.MATCH] - min(shape.values.values()))
+
+
 def shapes_of(index: Mapping) -> tuple[list[reward_shapes.Shape], str]:
     """The shapes tabulated (the presets, then the bundle's own when it is custom) and the bundle's own name."""
     own = reward_shapes.from_index(index.get("reward_shape"))
@@ -89,7 +98,8 @@ def section(results: list[tuple[AuditRow, list[Scored]]], golds: Mapping[AuditRo
     shapes, own = shapes_of(index)
     out: dict = {"own": own, "shapes": {s.name: {"nothing": nothing_of(s), "least": min(s.values.values()),
                                                  "no_query": s.values[reward_shapes.NO_QUERY],
-                                                 "partial_credit": round(partial_credit(s), 6)} for s in shapes},
+                                                 "partial_credit": round(partial_credit(s), 6),
+                                                 "partial_share": round(partial_share(s), 6)} for s in shapes},
                  "splits": {}}
     for split in splits:
         part = [(row, scored) for row, scored in results if row.split == split]
@@ -119,7 +129,8 @@ def warnings(doc: Mapping) -> list[str]:
                            f"{found['rows_above_nothing']} of {found['rows']} rows")
     if level["partial_credit"] > EPSILON:
         out.append(f"{own}: every answer that runs, right or wrong, is paid {level['partial_credit']:g} above the least "
-                   f"this shape pays ({level['least']:g}): partial credit any degenerate policy that runs collects")
+                   f"this shape pays ({level['least']:g}), {level['partial_share']:.0%} of what a match earns above it: "
+                   "partial credit any degenerate policy that runs collects")
     return out
 
 
