@@ -21,6 +21,7 @@ from bundle import grader as bundle_grader
 from bundle.scoring_errors import BundleDataError
 from conftest import stage_bundle
 from harness.cli import main as cli_main
+from harness.common.errors import InputError
 from harness.common.outcomes import SCORED_OUTCOMES
 from harness.common.reward_shape import declared
 
@@ -211,3 +212,13 @@ def test_unscored_rows_stay_unscored_under_a_shape(shaped_roots, monkeypatch):
         got = reward.trl_reward(["SELECT 1"], ground_truth=["SELECT 'not a gold of this bundle'"])
     assert got == [None]
     assert scoring_batch.NO_GOLD not in reward_shapes.SCORED
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"name": "x", "values": {"match": 1}}, "without a value for every outcome"),
+    ({"name": "x", "values": {**SOURCE_VALUES["binary"], "mismatch": "0"}}, "not a finite number"),
+    ("skyrl-sql", "without a value for every outcome"),
+], ids=["outcomes missing", "a value that is text", "a name where a table belongs"])
+def test_the_harness_refuses_an_index_whose_shape_it_cannot_read(entry, message):
+    with pytest.raises(InputError, match=message):
+        declared({"reward_shape": entry})
