@@ -183,7 +183,8 @@ def run_mode(args: argparse.Namespace) -> int:
         rate = "-" if s["calls_per_s"] is None else f"{s['calls_per_s']:.0f}"
         mean = "-" if s["mean"] is None else f"{s['mean']:.4f}"
         print(f"reward: {s['steps']} steps, {s['calls']} calls in {s['seconds']:.2f} s ({rate} calls/s), mean {mean}, "
-              f"unscored {s['unscored']}, crashes {s['crashes']}; {where}, {env}")
+              f"unscored {s['unscored']}, crashes {s['crashes']}, reward shape {document.get('reward_shape', 'binary')}; "
+              f"{where}, {env}")
         return CHECKS_FAILED if s["crashes"] else 0
     assert target is not None
     results = [RowResult(**r) for r in document["results"]]

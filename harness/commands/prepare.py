@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bundle import reward_shapes
 from harness.common.errors import InputError
 from harness.common.files import check_writable_folder
 from harness.common.layout import DEFAULT_DATA
@@ -97,6 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the audit of degenerate answers (by default its figures are a section of the summary)")
     add("--drop-hackable", action="store_true",
         help="leave out of rl.jsonl the rows the audit finds hackable (named in the summary)")
+    add("--reward-shape", choices=tuple(reward_shapes.PRESETS), default=reward_shapes.DEFAULT, metavar="NAME",
+        help="what the reward pays per outcome, a published shape: " + ", ".join(reward_shapes.PRESETS)
+             + " (default %(default)s; the grader stays binary; docs/reward-shapes.md)")
+    add("--reward-values", type=Path, metavar="FILE",
+        help='a custom reward shape instead: a JSON file {"name": ..., "values": {outcome: number, ...}} '
+             "with a number for every scored outcome (docs/reward-shapes.md)")
 
 
 def _splits(text: str) -> tuple[str, ...]:
@@ -123,6 +131,30 @@ def _sizes(args: argparse.Namespace) -> splits.Sizes:
     return splits.Sizes(train=base.train if args.rows is None else args.rows,
                         rl=base.rl if args.rl_rows is None else args.rl_rows,
                         eval=base.eval if args.eval_rows is None else args.eval_rows)
+
+
+def reward_shape_of(args: argparse.Namespace) -> reward_shapes.Shape:
+    """The preset ``--reward-shape`` names, or the custom table of ``--reward-values``; InputError when
+    both are given or the file cannot be used."""
+    if args.reward_values is None:
+        return reward_shapes.preset(args.reward_shape)
+    if args.reward_shape != reward_shapes.DEFAULT:
+        raise InputError("give --reward-shape (a preset) or --reward-values (a custom table), not both")
+    try:
+        data = json.loads(Path(args.reward_values).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the reward values {args.reward_values}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("values"), dict):
+        raise InputError(f"{args.reward_values}: expected a JSON object {{\"name\": ..., \"values\": "
+                         "{outcome: number, ...}}")
+    name = data.get("name", "custom")
+    if name in reward_shapes.PRESETS:
+        raise InputError(f"{args.reward_values}: {name!r} is a preset's name: give the custom shape another name, "
+                         f"or use --reward-shape {name}")
+    try:
+        return reward_shapes.custom(name, data["values"])
+    except reward_shapes.ShapeError as exc:
+        raise InputError(f"{args.reward_values}: {exc}") from None
 
 
 def _review(args: argparse.Namespace) -> Callable[[Path], job.Review] | None:
@@ -171,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.sample and args.databases is None:
         raise InputError("give --databases (Spider's database folder, e.g. spider/database) "
                          "or --sample for the embedded sample")
+    shape = reward_shape_of(args)
     check_writable_folder(args.output, "the prepared folder")  # before minutes of work, not after
     source: RowSource
     with tempfile.TemporaryDirectory(prefix="spider-sample-") as tmp:
@@ -182,6 +215,6 @@ def run(args: argparse.Namespace) -> int:
             source, origin = questions_source(args)
         rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds)
         summary = job.prepare(source, rules, _sizes(args), args.output, origin=origin, neighbours=_plan(args),
-                              review=_review(args))
+                              review=_review(args), reward_shape=shape)
     print(prepare_summary.render(summary))
     return 0

@@ -8,7 +8,9 @@ The checks, in order (README, "Pre-push verification"):
 3. eval unseen: no eval question or database in train or rl;
 4. imports stdlib only: a fresh ``python3 -I -S`` imports every module of the bundle;
 5. golds score 1.0: every row's gold through reward (train, rl) or grader (eval), concurrently;
-6. mutated golds score 0.0: harness.common.mutate's near-misses that SQLite says return other rows;
+   a reward built with another reward shape pays its match value instead (harness.common.reward_shape);
+6. mutated golds score 0.0 (the shape's value for a wrong answer): harness.common.mutate's near-misses
+   that SQLite says return other rows;
    then neighbour databases: every gold matches on all its neighbours, and the near-misses the
    original cannot tell from their gold are counted with the share the neighbours separate;
 7. hostile suite: every case 0.0 with an allowed outcome (and its CPU bound, where it has one);
@@ -35,13 +37,14 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.common import mutate
 from harness.common.bundle_loader import LoadedBundle, directory_listing
 from harness.common.layout import SPLITS
 from harness.common.rows import SplitRow, index_mismatches, read_split_lenient
 from harness.emulator import hostile
-from harness.emulator.calls import Call, call_score
+from harness.emulator.calls import Call, call_score, shape_for
 from harness.emulator.check_result import Check, _check
 from harness.emulator.neighbour_checks import NAME as NEIGHBOURS
 from harness.emulator.neighbour_checks import check_neighbours
@@ -226,34 +229,41 @@ def _explained(grade: Callable, kwargs: dict, call: Call) -> str:
 
 def check_golds(loaded: LoadedBundle, rows: dict[str, list[SplitRow]], workers: int) -> Check:
     reward, grader = loaded.function("reward"), loaded.function("grader")
-    calls = []
+    shape = shape_for(loaded)
+    calls: list[tuple[str, Callable, dict[str, Any]]] = []
     for split in SPLITS:
         for row in rows.get(split, []):
             if split == "eval":
                 calls.append((row.id, grader, {"input": row.prompt, "output": row.gold, "expected": row.gold}))
             else:
                 calls.append((row.id, reward, {"data_source": "spider", "solution_str": row.gold,
-                                               "ground_truth": row.gold}))
+                                               "ground_truth": row.gold, "bounds": shape.bounds}))
     results = _score_all(calls, workers)
     grade = loaded.function("grader:grade")
-    failures = [f"{label}: {_explained(grade, kwargs, call)}"
-                for (label, call), (_label, _fn, kwargs) in zip(results, calls) if call.score != 1.0]
-    return _check("golds score 1.0", failures, f"{len(results)} golds, all 1.0 (train and rl via reward, eval via grader)",
+    failures = [f"{label}: {_explained(grade, {k: v for k, v in kwargs.items() if k != 'bounds'}, call)}"
+                for (label, call), (_label, fn, kwargs) in zip(results, calls)
+                if not (shape.pays("match", call.score) if fn is reward else call.score == 1.0)]
+    paid = "" if shape.binary else f"; reward shape {shape.name}: each reward paid the match value {shape.values['match']:g}" + \
+        (f" (up to +{shape.bonus_max:g})" if shape.bonus_max else "")
+    return _check("golds score 1.0", failures,
+                  f"{len(results)} golds, all 1.0 (train and rl via reward, eval via grader){paid}",
                   f"{len(failures)} of {len(results)} golds do not score 1.0")
 
 
 def check_mutations(loaded: LoadedBundle, workers: int, max_golds: int | None = None) -> Check:
     reward = loaded.function("reward")
+    shape = shape_for(loaded)
     files = loaded.database_files()
     pairs = sorted({(r["db_id"], r["gold"]) for r in loaded.index().get("rows", [])})[:max_golds]
     calls = []
     for db_id, gold in pairs:
         for m in mutate.differing_mutations(gold, files[db_id]):
             calls.append((f"{db_id} [{m.kind}] {m.sql[:90]!r}", reward,
-                          {"solution_str": m.sql, "ground_truth": gold, "extra_info": {"db_id": db_id}}))
+                          {"solution_str": m.sql, "ground_truth": gold, "extra_info": {"db_id": db_id},
+                           "bounds": shape.bounds}))
     results = _score_all(calls, workers)
     failures = [f"{label}: {call.score if call.kind == 'scored' else call.detail}"
-                for label, call in results if call.score != 0.0]
+                for label, call in results if not shape.wrong(call.score)]
     kinds: dict[str, int] = {}
     for label, _call in results:
         kind = label.split("[", 1)[1].split("]", 1)[0]
@@ -274,15 +284,20 @@ def check_hostile(loaded: LoadedBundle, scratch: Path, watch: list[Path]) -> tup
         return failed, Check("no file created", False, "not run (no hostile suite)")
     db_id, gold, database = first["db_id"], first["gold"], files[first["db_id"]]
     cases = hostile.load_cases(hostile.first_table(database), str(scratch))
+    shape = shape_for(loaded)
 
     def score(case: hostile.HostileCase) -> tuple[str, float | None, str]:
         verify_mod.reset_outcome_counts()
         if case.is_sql:
             verdict = verify_mod.verify(case.text, gold, str(database), is_sql=True)
             return verdict.outcome, verdict.score, verdict.detail
-        call = call_score(reward, solution_str=case.text, ground_truth=gold, extra_info={"db_id": db_id})
+        call = call_score(reward, bounds=shape.bounds, solution_str=case.text, ground_truth=gold,
+                          extra_info={"db_id": db_id})
         seen = [k for k, n in verify_mod.outcome_counts().items() if n]
-        return call.outcome or (seen[0] if len(seen) == 1 else "unknown"), call.score, call.detail
+        outcome = call.outcome or (seen[0] if len(seen) == 1 else "unknown")
+        # the verdict's own score: what the shape pays for a wrong answer's outcome is the verdict 0.0
+        verdict_score = 0.0 if outcome != "match" and shape.pays(outcome, call.score) else call.score
+        return outcome, verdict_score, call.detail
 
     before = directory_listing(watch)
     results = hostile.run_cases(cases, score)

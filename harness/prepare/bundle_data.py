@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from bundle import bundle_index, gold_results, sql_functions, sql_guard
+from bundle import bundle_index, gold_results, reward_shapes, sql_functions, sql_guard
 from bundle import verify as bundle_verify
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from harness.common.errors import InputError
@@ -110,11 +110,14 @@ def dumps_canonical(data: object) -> bytes:
 
 def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
                       databases: Mapping[str, str | os.PathLike], *, precompute: bool = True,
-                      limits: Limits = DEFAULT_LIMITS) -> dict:
+                      limits: Limits = DEFAULT_LIMITS, reward_shape: reward_shapes.Shape | None = None) -> dict:
     """Copy the used databases under ``dest_root/data`` and write ``data/index.json``.
 
     ``databases`` maps each db_id the rows use to its source file. Returns the index written.
     With ``precompute``, every gold's result is stored (GoldFailed names a gold that fails).
+    ``reward_shape``: what the reward pays (bundle.reward_shapes), recorded as the index's
+    ``reward_shape``; a binary one (the default) is not written, so a binary bundle's index is the
+    same bytes as before shapes existed.
     """
     rows = list(rows)
     data_dir = Path(dest_root) / "data"
@@ -145,6 +148,8 @@ def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
         "databases": entries,
         "rows": [dataclasses.asdict(r) for r in rows],
     }
+    if reward_shape is not None and not reward_shape.binary:
+        index["reward_shape"] = reward_shape.entry()
     if precompute:
         results: dict[str, dict] = {}
         for row in rows:

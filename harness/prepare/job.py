@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import bundle as bundle_package
+from bundle import reward_shapes
 from harness.common import prompts
 from harness.common.errors import InputError, OutputError
 from harness.common.files import atomic_write_bytes
@@ -92,18 +93,20 @@ class Review:
 
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
             origin: str = DEFAULT_API_URL, neighbours: NeighbourPlan = NeighbourPlan(),
-            say: Callable[[str], None] = lambda line: None, review: Callable[[Path], Review] | None = None) -> dict:
+            say: Callable[[str], None] = lambda line: None, review: Callable[[Path], Review] | None = None,
+            reward_shape: reward_shapes.Shape | None = None) -> dict:
     """Select the splits, write them and the staged bundle under ``out``; return the summary.
 
     ``review``: called on the staged bundle before the splits are written; the rl rows it names are
     left out (the bundle staged again without them, the neighbour databases kept as built).
+    ``reward_shape``: what the bundle's reward pays per outcome (bundle.reward_shapes; default binary).
     """
     selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
                               sizes, rules)
     prepare_summary.check_not_empty(selection, sizes)
     try:
         with staging.building(out / "bundle") as stage:  # whole or not at all: never a half-built OUT/bundle
-            index = stage_bundle(stage, selection, rules.catalog)
+            index = stage_bundle(stage, selection, rules.catalog, reward_shape)
             built = stage_neighbours(stage, index, selection, neighbours, say)
             reviewed = review(stage) if review is not None else None
             if review is not None and reviewed is not None and reviewed.holes and neighbours.separation and built:
@@ -111,7 +114,7 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
             if reviewed is not None and reviewed.drop_rl:
                 selection = dataclasses.replace(selection, rl=[r for i, r in enumerate(selection.rl)
                                                                if i not in reviewed.drop_rl])
-                index, built = restage(stage, selection, rules.catalog, built, neighbours)
+                index, built = restage(stage, selection, rules.catalog, built, neighbours, reward_shape)
         rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
         for name in splits.SPLITS:
             atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
@@ -175,12 +178,12 @@ def _staged_files(built: dict[str, distil.Distilled], data: Path) -> dict[str, d
 
 
 def restage(stage: Path, selection: splits.Selection, catalog: splits.Catalog, built: dict[str, distil.Distilled],
-            plan: NeighbourPlan) -> tuple[dict, dict[str, distil.Distilled]]:
+            plan: NeighbourPlan, reward_shape: reward_shapes.Shape | None = None) -> tuple[dict, dict[str, distil.Distilled]]:
     """Stage ``selection`` again in a fresh folder, with the neighbours already built for the databases
     it still uses, and put it in ``stage``'s place (what a review that left rows out asks for)."""
     fresh = stage.with_name(stage.name + "-again")
     fresh.mkdir()
-    index = stage_bundle(fresh, selection, catalog)
+    index = stage_bundle(fresh, selection, catalog, reward_shape)
     kept = {db_id: found for db_id, found in built.items() if db_id in index["databases"]}
     attach_neighbours(fresh, index, kept, plan)  # copies the files out of ``stage`` before it goes
     shutil.rmtree(stage)
@@ -204,13 +207,15 @@ def index_rows(selection: splits.Selection) -> list[bundle_data.IndexRow]:
             for name in splits.SPLITS for i, row in enumerate(selection.split(name))]
 
 
-def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalog) -> dict:
+def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalog,
+                 reward_shape: reward_shapes.Shape | None = None) -> dict:
     """The empty folder ``dest`` as the zip will hold it: bundle/*.py, then data/ (used databases + index)."""
     for src in sorted(Path(bundle_package.__file__).resolve().parent.glob("*.py")):
         atomic_write_bytes(dest / src.name, src.read_bytes())
     databases = {db_id: catalog.files[db_id] for db_id in selection.used_databases()}
     try:
-        return bundle_data.write_bundle_data(dest, index_rows(selection), databases, precompute=True)
+        return bundle_data.write_bundle_data(dest, index_rows(selection), databases, precompute=True,
+                                             reward_shape=reward_shape)
     except bundle_data.GoldFailed as exc:  # every selected gold ran once already: a changed file?
         raise InputError(f"{exc}; it ran during selection, so a database changed meanwhile: "
                          "run again") from None
