@@ -173,7 +173,7 @@ def _expected_warning(caught: warnings.WarningMessage) -> bool:
     return issubclass(caught.category, RuntimeWarning) and "stale_bundle" in str(caught.message)
 
 
-def _call_keeping_stale_warning(fn: Callable, **kwargs: object) -> Call:
+def _call_keeping_stale_warning(fn: Callable, **kwargs: Any) -> Call:
     """``call_score(fn, **kwargs)`` with the bundle's stale-gold RuntimeWarning kept in: this check provokes it on purpose,
     and a passing run must not tell the user that the bundle is stale. Any other warning goes out as it came
     (a real stale bundle, met outside this check, still warns)."""
