@@ -13,8 +13,11 @@ HARNESS := $(PY) -m harness
 # A public Python image by default; CI and the tests pass the offline one (`make docker-base`).
 BASE_IMAGE ?= python:3.11-slim
 
-# Real data (make bundle): Spider's database folder (no default: download Spider, see README) and the sizes.
+# Real data (make bundle): Spider's database folder (no default: download Spider, see README), the folder of
+# its question files (default: train_spider.json and dev.json beside the database folder when both are there,
+# else the datasets-server API) and the sizes.
 SPIDER_DATABASES ?=
+SPIDER_QUESTIONS ?=
 ROWS ?= 2000
 RL_ROWS ?= 600
 EVAL_ROWS ?= 300
@@ -31,7 +34,7 @@ DEMO ?= out/demo
 # makes ./my and ./out), targets that are not the files meant and split arguments: refuse it before
 # anything runs. (The harness itself takes any path: python3 -m harness COMMAND --data "my out".)
 space := $(subst ,, )
-$(foreach v,OUT ZIP DEMO SPIDER_DATABASES SPIDER_DATA COMPLETIONS GRADER_COMPLETIONS,$(if $(word 2,$($(v))),$(error \
+$(foreach v,OUT ZIP DEMO SPIDER_DATABASES SPIDER_QUESTIONS SPIDER_DATA COMPLETIONS GRADER_COMPLETIONS,$(if $(word 2,$($(v))),$(error \
 	$(v)="$($(v))": make cannot use a path with a space. Give one without, e.g. $(v)=$(subst $(space),-,$(strip \
 	$($(v)))) (for an input you cannot rename, a link: ln -s "$(strip $($(v)))" NEW-PATH); or run the harness \
 	itself, which takes any path: python3 -m harness COMMAND --help)))
@@ -93,7 +96,8 @@ demo: setup ## the main job on the embedded sample, offline: prepare, pack, veri
 	$(HARNESS) emulate reward --in-process --data $(DEMO)
 	$(HARNESS) emulate grader --in-process --data $(DEMO) --completions fixtures/sample/completions-eval.jsonl --stage tuned
 	$(HARNESS) grade --data $(DEMO) --stage base --completions fixtures/sample/completions-eval-base.jsonl
-	$(HARNESS) report --data $(DEMO) base tuned --baseline base --markdown $(DEMO)/report.md --html $(DEMO)/report.html
+	$(HARNESS) report --data $(DEMO) base tuned --baseline base --markdown $(DEMO)/report.md --html $(DEMO)/report.html \
+		--reward-log tuned=fixtures/sample/reward-log.jsonl
 	@echo "demo done: $(DEMO)/ holds the splits, the bundle zip, per-row results (results/) and report.{md,html}"
 
 bench: setup ## print the scorer's benchmark figures on real Spider dev pairs, and the neighbours' precision and recall on the labelled set (SPIDER_DATA=DIR)
@@ -104,25 +108,38 @@ bench-ray: setup-ray ## print grading throughput on real Spider dev pairs: local
 
 # --- the prepared folder: splits and staged bundle -------------------------------------------------
 # $(PREPARED_FROM) holds the prepare flags the folder was made from; it is rewritten only when they
-# change, so an unchanged `make bundle` does nothing and a changed size prepares again.
+# change, so an unchanged `make bundle` does nothing and a changed size prepares again. The sub-make
+# that then builds $(PREPARED) is told the flags asked for (WANT_PREPARED_FROM): under `make -n` the file
+# is not rewritten, so there the flags differ from it, and the dry run shows the prepare step with them
+# instead of "up to date". (The sub-make's line names $(MAKE) itself: only such a line runs under -n.)
 define set-prepared-from
 	@mkdir -p $(OUT) && printf '%s\n' '$(strip $(1))' > $(PREPARED_FROM).new
 	@if cmp -s $(PREPARED_FROM).new $(PREPARED_FROM); then rm $(PREPARED_FROM).new; else mv $(PREPARED_FROM).new $(PREPARED_FROM); fi
 endef
 
-bundle: setup ## prepare $(OUT)/data/{train,rl,eval}.jsonl and the staged $(OUT)/bundle from Spider (SPIDER_DATABASES, ROWS, RL_ROWS, EVAL_ROWS)
+BUNDLE_FLAGS = --databases $(SPIDER_DATABASES) $(if $(SPIDER_QUESTIONS),--questions $(SPIDER_QUESTIONS)) --rows $(ROWS) \
+	--rl-rows $(RL_ROWS) --eval-rows $(EVAL_ROWS) $(PREPARE_ARGS)
+
+bundle: setup ## prepare $(OUT)/data/{train,rl,eval}.jsonl and the staged $(OUT)/bundle from Spider (SPIDER_DATABASES, SPIDER_QUESTIONS, ROWS, RL_ROWS, EVAL_ROWS)
 	@test -n "$(SPIDER_DATABASES)" || { echo "make bundle: $(NO_SPIDER)" >&2; exit 2; }
 	@test -d "$(SPIDER_DATABASES)" || { echo "make bundle: SPIDER_DATABASES=$(SPIDER_DATABASES) is not a folder. $(NO_SPIDER)" >&2; exit 2; }
-	$(call set-prepared-from,--databases $(SPIDER_DATABASES) --rows $(ROWS) --rl-rows $(RL_ROWS) --eval-rows $(EVAL_ROWS) $(PREPARE_ARGS))
-	@$(MAKE) --no-print-directory $(PREPARED)
+	$(call set-prepared-from,$(BUNDLE_FLAGS))
+	@$(MAKE) --no-print-directory $(PREPARED) WANT_PREPARED_FROM='$(strip $(BUNDLE_FLAGS))'
 
 sample-bundle: setup ## the same from the embedded sample (fixtures/), offline: $(OUT)/data and $(OUT)/bundle
 	$(call set-prepared-from,--sample $(PREPARE_ARGS))
-	@$(MAKE) --no-print-directory $(PREPARED)
+	@$(MAKE) --no-print-directory $(PREPARED) WANT_PREPARED_FROM='$(strip --sample $(PREPARE_ARGS))'
 
 # Chosen when the Makefile is read, not in the recipe: a recipe line naming $(MAKE) runs even under
-# `make -n`, so one that may also fail would make a dry run fail.
-ifneq ($(strip $(SPIDER_DATABASES)),)
+# `make -n`, so one that may also fail would make a dry run fail. In the sub-make of `bundle` the caller
+# has just written $(PREPARED_FROM) (not under `make -n`: then reading it here, which writes nothing, tells
+# the flags changed).
+ifdef WANT_PREPARED_FROM
+ifneq ($(strip $(WANT_PREPARED_FROM)),$(strip $(shell cat $(PREPARED_FROM) 2>/dev/null)))
+$(PREPARED): FORCE
+endif
+$(PREPARED_FROM): ;
+else ifneq ($(strip $(SPIDER_DATABASES)),)
 $(PREPARED_FROM):
 	@$(MAKE) --no-print-directory bundle
 else
@@ -131,7 +148,7 @@ $(PREPARED_FROM):
 endif
 
 $(PREPARED): $(PREPARED_FROM) $(BUNDLE_SOURCES) $(PREPARE_SOURCES) | setup
-	$(HARNESS) prepare $$(cat $(PREPARED_FROM)) --output $(OUT)
+	$(HARNESS) prepare $(or $(strip $(WANT_PREPARED_FROM)),$$(cat $(PREPARED_FROM))) --output $(OUT)
 
 # --- the zip, the images, verification --------------------------------------------------------------
 $(ZIP): $(PREPARED) harness/prepare/pack.py harness/common/bundle_zip.py | setup
@@ -152,13 +169,17 @@ verify: $(ZIP) image ## pre-push verification of $(ZIP) with the splits in $(OUT
 hooks: setup ## install the git pre-push hook that runs `make verify`
 	$(HARNESS) hooks
 
-GRADER_COMPLETIONS ?= fixtures/sample/completions-eval.jsonl
+# The eval rows' answers for test-grader and check-cpu: a completions file, one per eval row; unset, each row's
+# own gold (every verdict must be 1.0: the grader path proved on any bundle). The sample's mixed answers:
+# GRADER_COMPLETIONS=fixtures/sample/completions-eval.jsonl on a bundle made by `make sample-bundle`.
+GRADER_COMPLETIONS ?=
+GRADER_ANSWERS = $(if $(GRADER_COMPLETIONS),--completions $(GRADER_COMPLETIONS),--gold-completions)
 CPUS ?= 0.25
 check-cpu: $(ZIP) image ## the hostile suite, a reward and a grader pass in the container at its usual CPUs and at CPUS (0.25): exit 1 unless every verdict is the same
-	$(HARNESS) emulate verdicts --data $(OUT) --zip $(ZIP) --completions $(GRADER_COMPLETIONS) --cpus $(CPUS) --base-image $(BASE_IMAGE)
+	$(HARNESS) emulate verdicts --data $(OUT) --zip $(ZIP) $(GRADER_ANSWERS) --cpus $(CPUS) --base-image $(BASE_IMAGE)
 
-test-grader: $(ZIP) image ## the grader job over $(OUT)/data/eval.jsonl in the container with GRADER_COMPLETIONS (the sample's)
-	$(HARNESS) emulate grader --data $(OUT) --zip $(ZIP) --completions $(GRADER_COMPLETIONS) --base-image $(BASE_IMAGE)
+test-grader: $(ZIP) image ## the grader job over $(OUT)/data/eval.jsonl in the container with GRADER_COMPLETIONS (default: each row's gold)
+	$(HARNESS) emulate grader --data $(OUT) --zip $(ZIP) $(GRADER_ANSWERS) --base-image $(BASE_IMAGE)
 
 # --- pipeline and submission ------------------------------------------------------------------------
 # $(OUT)/pipeline-args holds PIPELINE_ARGS, rewritten only when they change: then pipeline.json is
@@ -179,7 +200,7 @@ submit: $(ZIP) $(PIPELINE) ## verify the bundle, register data + bundle, start $
 
 # --- grading and reports ----------------------------------------------------------------------------
 # `make grade STAGE=sft` grades $(OUT)/completions/sft.jsonl (or COMPLETIONS=FILE) into $(OUT)/results/sft.jsonl;
-# `make report STAGES="base sft rl" BASELINE=sft` compares them.
+# `make report STAGES="base sft rl" BASELINE=sft` compares them; REPORT_ARGS="--reward-log rl=FILE" adds a run's reward curve.
 grade: $(ZIP) ## grade STAGE's completions ($(OUT)/completions/STAGE.jsonl, or COMPLETIONS=FILE) on $(OUT)/data/eval.jsonl into $(OUT)/results/STAGE.jsonl
 	@test -n "$(STAGE)" || { echo "make grade: give STAGE=<name> (e.g. STAGE=sft)" >&2; exit 2; }
 	$(HARNESS) grade --data $(OUT) --zip $(ZIP) --stage $(STAGE) $(if $(COMPLETIONS),--completions $(COMPLETIONS))

@@ -20,7 +20,9 @@ Layout (written by the harness's ``prepare``; README, "Bundle data layout")::
 A row whose gold is disputed (wrong or narrower than its question: docs/disputed-golds.md) names the
 entry; every row with that (database, gold) is judged on the original database only (``disputed``).
 
-``gold_results`` is optional: without it each gold runs once per process. ``steps`` is the number
+``reward_shape`` (optional) is the shape the reward pays by (``reward_shapes``: ``name``, ``values``
+per outcome, ``bounds``, and for ``sql-r1`` its ``bonus`` and ``parts``); without it the reward is
+binary. ``gold_results`` is optional: without it each gold runs once per process. ``steps`` is the number
 of SQLite VM steps the gold took under ``sqlite_version``; a predicted query's step budget is
 derived from it. A stored result is used only under the same SQLite version, ``digits`` and
 ``cost_model`` (what a step means: which functions are charged, and how much), and when it has
@@ -53,13 +55,14 @@ import warnings
 from collections.abc import Mapping
 
 try:
-    from . import gold_results, neighbour_invariants, neighbour_source, sql_functions
+    from . import gold_results, neighbour_invariants, neighbour_source, reward_shapes, sql_functions
     from .scoring_errors import HINT_IGNORED_WARNING, BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError
     from .scoring_limits import DEFAULT_LIMITS, Limits
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
     import neighbour_invariants  # type: ignore[no-redef]
     import neighbour_source  # type: ignore[no-redef]
+    import reward_shapes  # type: ignore[no-redef]
     import sql_functions  # type: ignore[no-redef]
     from scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError  # type: ignore[no-redef]
     from scoring_limits import DEFAULT_LIMITS, Limits  # type: ignore[no-redef]
@@ -132,6 +135,7 @@ class BundleData:
         self._invariants = index.get("invariants") or {}
         self._search_sources: dict[str, tuple] = {}
         self.cost_model = index.get("cost_model")
+        self.reward_shape = _reward_shape(index)  # None: binary, the reward pays the verdict's score
         self.stored_results_usable = self.sqlite_version == sqlite3.sqlite_version
         self._checked: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -280,6 +284,7 @@ class BundleData:
                 "neighbour_databases": sum(len(d.get("neighbours") or []) for d in self.databases.values()),
                 "sqlite_version_built": self.sqlite_version, "sqlite_version_runtime": sqlite3.sqlite_version,
                 "cost_model_built": self.cost_model,
+                "reward_shape": self.reward_shape.name if self.reward_shape is not None else reward_shapes.DEFAULT,
                 "stored_gold_results_used": self.stored_results_usable and bool(self._stored_results)}
 
     def resolve_by_hints(self, gold: str, db_id: str | None = None, row_id: str | None = None) -> Resolved | None:
@@ -295,6 +300,13 @@ class BundleData:
     def _resolved(self, db_id: str, stored_gold: str) -> Resolved:
         path = self.database_path(db_id)
         return Resolved(db_id, stored_gold, path, self.databases[db_id]["sha256"])
+
+
+def _reward_shape(index: dict) -> reward_shapes.Shape | None:
+    try:
+        return reward_shapes.from_index(index.get("reward_shape"))
+    except reward_shapes.ShapeError as exc:
+        raise BundleDataError(f"data/index.json's reward_shape cannot be used ({exc}); rebuild the bundle") from None
 
 
 def _short(text: str, n: int = 80) -> str:

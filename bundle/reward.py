@@ -9,7 +9,12 @@ bundle at the same path: bundle_package.EntryPoint):
   a dict of the score and its outcome (scoring_batch);
 * ``trl_reward(completions, **columns)``: TRL's batched form, one float (or None) per completion.
 
-Model mistakes score 0.0. Infrastructure faults (stale bundle, missing database, failing gold)
+That is the ``binary`` reward shape, the default. A bundle built with another shape
+(``prepare --reward-shape``: ``skyrl-sql``, ``arctic-text2sql-r1``, ``sql-r1``, or a custom table;
+reward_shapes) pays that shape's value for each outcome instead, which may lie outside [0, 1]; the
+verdict, its outcome and the grader are the same under every shape.
+
+Model mistakes score 0.0 (the shape's value for their outcome). Infrastructure faults (stale bundle, missing database, failing gold)
 raise a ``scoring_errors.ScoringInfrastructureError`` subclass whose message says what to do from
 ``compute_score``; ``trl_reward`` gives that completion None and warns (a RuntimeWarning, ``scoring_errors.UNSCORED_WARNING``).
 """

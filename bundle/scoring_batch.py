@@ -15,6 +15,11 @@
   ``outcome_fields=True`` (verl: ``reward.custom_reward_function.reward_kwargs``) each score is a
   dict ``{"score", "acc", "outcome", "explanation", "decided_on", "decided_on_neighbour"}`` that
   verl puts in ``reward_extra_info``; the default stays a float.
+* **Reward shapes.** The reward pays what the bundle's shape pays for each verdict
+  (``reward_shapes``, ``scoring_entry.reward_call``): the verdict's own score under ``binary``,
+  the default. Under another shape ``score`` is the shape's value, ``acc`` stays the verdict's
+  (1.0 or 0.0), and the outcome fields and TRL's ``log_extra`` name the shape (``reward_shape``).
+  The grader is binary under every shape.
 
 >>> scored = [Scored(1.0, "match", ""), Scored(None, "no_gold", ""), Scored(0.0, "no_query", "", reused=True)]
 >>> shares(scored)["spider/no_query"], shares(scored)["spider/reused"]
@@ -54,15 +59,22 @@ class Scored:
     decided_on: str = "original"
     reused: bool = False  # a duplicate of an earlier completion of the batch: its verdict reused
     error: ScoringInfrastructureError | None = None
+    acc: float | None = None  # the verdict's own score, where a reward shape pays ``score`` for it
+    shape: str | None = None  # the reward shape that paid ``score`` (None: binary, the verdict's score)
 
     @property
     def on_neighbour(self) -> bool:
         return not (verify_mod.decided_on_original(self.decided_on) or self.decided_on == "test suite")
 
     def fields(self) -> dict:
-        """The dict verl's managers put in ``reward_extra_info`` (the same keys for every item)."""
-        return {"score": self.score, "acc": self.score, "outcome": self.outcome, "explanation": self.explanation,
-                "decided_on": self.decided_on, "decided_on_neighbour": float(self.on_neighbour)}
+        """The dict verl's managers put in ``reward_extra_info`` (the same keys for every item of a
+        bundle: ``reward_shape`` too when the bundle's reward is shaped)."""
+        out = {"score": self.score, "acc": self.score if self.shape is None else self.acc, "outcome": self.outcome,
+               "explanation": self.explanation, "decided_on": self.decided_on,
+               "decided_on_neighbour": float(self.on_neighbour)}
+        if self.shape is not None:
+            out["reward_shape"] = self.shape
+        return out
 
 
 def read_or_fault(read: Callable[..., scoring_entry.RowCall | None], *args: object) -> scoring_entry.RowCall | Scored | None:
@@ -95,6 +107,8 @@ def score_calls(calls: Sequence[scoring_entry.RowCall | Scored | None], caller: 
 
 def _score(call: scoring_entry.RowCall, caller: str) -> Scored:
     try:
+        if caller == "reward":
+            return _from_reward(scoring_entry.reward_call(call))
         return _from_verdict(scoring_entry.score_call(call, caller=caller))
     except ScoringInfrastructureError as exc:
         return _fault(exc)
@@ -102,6 +116,14 @@ def _score(call: scoring_entry.RowCall, caller: str) -> Scored:
 
 def _from_verdict(verdict: verify_mod.Verdict) -> Scored:
     return Scored(float(verdict.score), verdict.outcome, verdict.detail, verdict.decided_on)  # type: ignore[arg-type]
+
+
+def _from_reward(reward: scoring_entry.Reward) -> Scored:
+    verdict = reward.verdict
+    if reward.shape is None:
+        return _from_verdict(verdict)
+    return Scored(float(reward.value), verdict.outcome, verdict.detail, verdict.decided_on,  # type: ignore[arg-type]
+                  acc=float(verdict.score), shape=reward.shape)  # type: ignore[arg-type]
 
 
 def _fault(exc: ScoringInfrastructureError) -> Scored:
@@ -128,6 +150,8 @@ def report(scored: Sequence[Scored], log_metric: object = None, log_extra: objec
     if callable(log_extra):
         log_extra("spider_outcome", [s.outcome for s in scored])
         log_extra("spider_explanation", [s.explanation for s in scored])
+        if any(s.shape is not None for s in scored):
+            log_extra("spider_reward_shape", [s.shape or "" for s in scored])
 
 
 def compute_score(kwargs: dict, caller: str = "reward") -> object:
@@ -144,6 +168,9 @@ def compute_score(kwargs: dict, caller: str = "reward") -> object:
                 raise item.error
         return [item.fields() if detailed else item.score for item in scored]
     try:
+        if caller == "reward":
+            reward = scoring_entry.reward_arguments(kwargs)
+            return _from_reward(reward).fields() if detailed else float(reward.value)  # type: ignore[arg-type]
         verdict = scoring_entry.score_arguments(kwargs, caller)
     except ScoringInfrastructureError as exc:
         _fault(exc)

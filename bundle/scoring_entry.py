@@ -198,8 +198,30 @@ def score_call(call: RowCall, limits: Limits | None = None, root: str | None = N
     ``caller``: ``reward`` or ``grader``; the ``search`` setting says which of them search for a
     counterexample after a match (docs/neighbours.md).
     """
-    limits = limits or current_limits()
+    return _verdict(call, limits or current_limits(), bundle_index.load(root), caller)
+
+
+class Reward(NamedTuple):
+    """The reward's answer for one call: the verdict, what the bundle's shape pays for it, and the
+    shape's name (None: binary, ``value`` is the verdict's own score)."""
+
+    verdict: verify_mod.Verdict
+    value: float | None
+    shape: str | None = None
+
+
+def reward_call(call: RowCall, root: str | None = None) -> Reward:
+    """``score_call`` for the reward, with what the bundle's reward shape pays for the verdict
+    (``reward_shapes``; the grader never goes through here: it stays binary)."""
     data = bundle_index.load(root)
+    verdict = _verdict(call, current_limits(), data, "reward")
+    shape = data.reward_shape
+    if shape is None or verdict.score is None:
+        return Reward(verdict, verdict.score)
+    return Reward(verdict, shape.value(verdict.outcome, call.completion, verdict.sql), shape.name)
+
+
+def _verdict(call: RowCall, limits: Limits, data: bundle_index.BundleData, caller: str) -> verify_mod.Verdict:
     plan = _plan(data, call, limits, caller)
     resolved = plan.resolved
     verdict = verify_mod.verify(call.completion, resolved.gold, resolved.path, limits=limits, known_gold=plan.gold,
@@ -241,6 +263,11 @@ _MAX_PLANS = 65_536  # rows kept per bundle; past it the plans start again (a da
 def score_arguments(kwargs: Mapping, caller: str = "reward") -> verify_mod.Verdict:
     """``score_call`` of what ``read_call`` reads in ``kwargs``: one call's whole path, read to verdict."""
     return score_call(read_call(kwargs), caller=caller)
+
+
+def reward_arguments(kwargs: Mapping) -> Reward:
+    """``reward_call`` of what ``read_call`` reads in ``kwargs``: the reward's whole path, read to value."""
+    return reward_call(read_call(kwargs))
 
 
 def _plan(data: bundle_index.BundleData, call: RowCall, limits: Limits, caller: str) -> _Plan:

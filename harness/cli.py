@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("harness.commands.submit", "verify, register data and bundle, start pipeline.json on the trainer, wait"),
     "grade": ("harness.commands.grade", "score a stage's completions on the eval split with the bundle zip; write per-row results"),
     "export": ("harness.commands.export", "write a split as TRL's or verl's dataset rows (JSONL), with db_id hints from the bundle"),
-    "report": ("harness.commands.report", "compare per-row results of stages: accuracy, gained/lost, McNemar p, changed rows"),
+    "report": ("harness.commands.report", "compare stages: accuracy, gained/lost, McNemar p, the edits behind changed rows, reward curves"),
     "bench": ("harness.commands.bench", "print the scorer's benchmark figures on real Spider dev pairs"),
     "bench-overturns": ("harness.commands.bench_overturns", "per dev database, the matches of published predictions "
                         "that the neighbours and the grader's search overturn"),

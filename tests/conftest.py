@@ -64,15 +64,16 @@ def fixture_dbs(tmp_path_factory) -> dict[str, Path]:
 
 
 def stage_bundle(dest: Path, fixture_dbs: dict[str, Path], *, precompute: bool = True,
-                 rows: list[bundle_data.IndexRow] | None = None) -> Path:
-    """A bundle root like the unpacked zip: bundle/*.py plus data/ from the sample rows."""
+                 rows: list[bundle_data.IndexRow] | None = None, reward_shape=None) -> Path:
+    """A bundle root like the unpacked zip: bundle/*.py plus data/ from the sample rows (``reward_shape``:
+    a bundle.reward_shapes.Shape the reward pays by; default binary)."""
     dest.mkdir(parents=True, exist_ok=True)
     for src in BUNDLE_SRC.glob("*.py"):
         shutil.copy2(src, dest / src.name)
     if rows is None:
         rows = [bundle_data.IndexRow(f"{split}-{i:05d}", split, r["db_id"], r["query"])
                 for split in ("train", "validation") for i, r in enumerate(sample_rows(split))]
-    bundle_data.write_bundle_data(dest, rows, fixture_dbs, precompute=precompute)
+    bundle_data.write_bundle_data(dest, rows, fixture_dbs, precompute=precompute, reward_shape=reward_shape)
     return dest
 
 
@@ -194,6 +195,24 @@ def sample_zip(prepared_sample, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sample_zip") / "spider-scoring.zip"
     pack.pack(prepared_sample / "bundle", out)
     return out
+
+
+@pytest.fixture(scope="session")
+def shaped_sample(tmp_path_factory):
+    """``shaped_sample(name)``: the sample prepared with ``--reward-shape name`` (the same rows as
+    prepared_sample) and packed, once per shape per session: (prepared folder, zip). Read-only."""
+    from harness.prepare import pack
+    made: dict[str, tuple[Path, Path]] = {}
+
+    def make(name: str) -> tuple[Path, Path]:
+        if name not in made:
+            root = tmp_path_factory.mktemp(f"shaped-{name}")
+            run_prepare(root / "out", "--sample", "--reward-shape", name)
+            pack.pack(root / "out" / "bundle", root / "spider-scoring.zip")
+            made[name] = (root / "out", root / "spider-scoring.zip")
+        return made[name]
+
+    return make
 
 
 # The arguments prepared_spider ran with, minus --api-url, --cache-dir and --out.

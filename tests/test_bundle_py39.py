@@ -25,7 +25,7 @@ out = {
     "forbidden": grader.grade(output="DROP TABLE Owner", expected="SELECT count(*) FROM Owner")["outcome"],
     "batch": reward.trl_reward(["SELECT count(*) FROM Owner"], ground_truth=["SELECT count(*) FROM Owner"]),
     "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
-                            for m in ("verify", "sql_extract", "sql_compare", "sql_text", "scoring_limits",
+                            for m in ("verify", "sql_extract", "sql_compare", "sql_text", "scoring_limits", "reward_shapes",
                                       "sql_functions")),
 }
 verify = importlib.import_module("bundle_under_test.verify")

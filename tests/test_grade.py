@@ -110,7 +110,7 @@ def test_an_eval_split_that_is_not_the_bundle_s_is_refused(data, capsys):
 
 
 @pytest.mark.parametrize("lines, message", [
-    pytest.param([json.dumps({"row_id": "eval-00000", "completion": "SELECT 1"})], "no completion for 19 row",
+    pytest.param([json.dumps({"row_id": "eval-00000", "completion": "SELECT 1"})], "no completion for 19 of the split's 20 rows",
                  id="rows without a completion"),
     pytest.param([json.dumps({"row_id": f"eval-{i:05d}", "completions": ["SELECT 1", "SELECT 2"]}) for i in range(20)],
                  "2 completions", id="a group of completions for one row"),

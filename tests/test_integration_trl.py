@@ -9,6 +9,11 @@ some sampled completions are right and some wrong. Then again with extra dataset
 of them as the completion would pay 1.0 for every wrong completion. The bundle's telemetry
 (``log_metric``: each outcome's share; ``log_extra``: each completion's outcome) is in TRL's logs.
 
+The same trainer with the bundle prepared with the ``skyrl-sql`` reward shape (-1 when no query
+can be read, 0 for a wrong one, 1 for a match: outside the [0, 1] of the binary reward): TRL's
+rewards are what the bundle's reward pays for each completion, called directly, and its logged
+mean their mean; the grader's verdicts on the same completions are unchanged.
+
 tests/trl_async_runner.py runs ``AsyncGRPOTrainer``'s reward process: TRL's rollout loop in a child
 started with ``spawn``, ``trl_reward`` pickled into it (loaded by file path in the parent, so it
 pickles as the bundle's recipe, never by module name), scoring groups of completions there.
@@ -79,6 +84,32 @@ def test_trl_logs_the_share_of_each_outcome_and_each_completion_s_outcome(trl_re
         for name in ("match", "no_query", "mismatch", "prediction_error", "prediction_over_budget"):
             assert step["metrics"][f"spider/{name}"] == pytest.approx(outcomes.count(name) / len(outcomes)), name
         assert "spider/decided_on_neighbour" in step["metrics"] and "spider/reused" in step["metrics"]
+
+
+@pytest.fixture(scope="module")
+def shaped_trl_report(shaped_sample, exported_rl, tmp_path_factory) -> dict:
+    require_modules("torch", "transformers", "trl", "datasets", "tokenizers")
+    _data, zip_path = shaped_sample("skyrl-sql")
+    out = tmp_path_factory.mktemp("trl-shaped") / "report.json"
+    done = subprocess.run([sys.executable, str(RUNNER), str(zip_path), str(exported_rl["trl"]), str(out), "plain"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def test_under_a_shaped_preset_trl_s_rewards_are_what_the_bundle_s_reward_pays(shaped_trl_report):
+    assert shaped_trl_report["reward_shape"] == "skyrl-sql"
+    steps = shaped_trl_report["runs"]["plain"]["steps"]
+    assert len(steps) == 3 and all(len(s["rewards"]) == 4 for s in steps)
+    for step in steps:
+        assert step["rewards"] == step["paid"], (step["step"], step["texts"])
+        assert step["logged_mean"] == pytest.approx(sum(step["rewards"]) / len(step["rewards"]))
+        # the shape's table: a match 1, no query -1, any other outcome 0; the verdict itself stays binary
+        expected = [1.0 if o == "match" else -1.0 if o == "no_query" else 0.0 for o in step["bundle_outcomes"]]
+        assert step["rewards"] == expected and step["bundle"] == [1.0 if o == "match" else 0.0 for o in step["bundle_outcomes"]]
+    every = [r for s in steps for r in s["rewards"]]
+    assert {1.0, -1.0} <= set(every), every  # a match and a completion with no query: -1 reached TRL as it is
+    assert shaped_trl_report["runs"]["plain"]["steps"][0]["outcomes"] == steps[0]["bundle_outcomes"]
 
 
 @pytest.fixture(scope="module")

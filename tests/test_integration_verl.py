@@ -9,6 +9,11 @@ manager (a process pool: ``compute_score`` pickled), ``rate_limited`` (which tur
 0.0), and through ``RewardLoopManager``'s Ray actors with the ``naive`` and the ``remote`` manager
 (``compute_score`` sent to its own actor by cloudpickle) and with ``outcome_fields`` set through
 verl's ``reward_kwargs``.
+
+All of it twice: with the binary bundle, and with the bundle prepared with the ``sql-r1`` reward
+shape (-1 for no query or a query that does not run, 0 for a wrong one, 6 plus a length part for a
+match: far outside [0, 1]). Every manager's scores are what the bundle's reward pays, called
+directly (``paid``); the grader's verdicts (``bundle``) stay 1.0 and 0.0.
 """
 
 from __future__ import annotations
@@ -27,34 +32,49 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUNNER = Path(__file__).with_name("verl_runner.py")
 
 
-@pytest.fixture(scope="module")
-def verl_report(sample_zip, exported_rl, tmp_path_factory) -> dict:
+@pytest.fixture(scope="module", params=["binary", "sql-r1"])
+def verl_report(request, sample_zip, shaped_sample, exported_rl, tmp_path_factory) -> dict:
     require_modules("torch", "verl", "ray", "hydra", "tokenizers")
+    zip_path = sample_zip if request.param == "binary" else shaped_sample(request.param)[1]
     work = tmp_path_factory.mktemp("verl")
     folder = work / "unpacked"
-    with zipfile.ZipFile(sample_zip) as z:
+    with zipfile.ZipFile(zip_path) as z:
         z.extractall(folder)
     out = work / "report.json"
     done = subprocess.run([sys.executable, str(RUNNER), str(folder), str(exported_rl["verl"]), str(out), "rayloop"],
                           capture_output=True, text=True, timeout=600, cwd=work)
     assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(out.read_text())
+    report = json.loads(out.read_text())
+    assert report["reward_shape"] == request.param
+    return report
+
+
+def paid(report: dict) -> object:
+    """What the bundle's reward pays for each response (verl's reward tensors are float32: approx)."""
+    return pytest.approx(report["paid"], rel=1e-6)
 
 
 def test_verl_loads_reward_and_grader_by_file_path_with_no_generic_module_names(verl_report):
     assert verl_report["verl"] == "0.9.1"
-    assert verl_report["loaded"] == {"reward": [1.0, 0.0], "grader": [1.0, 0.0]}  # the gold, then SELECT 1
+    assert verl_report["loaded"] == verl_report["direct"]  # the gold, then SELECT 1, through verl and directly
+    assert verl_report["loaded"]["grader"] == [1.0, 0.0]
     assert verl_report["generic_modules"] == []
 
 
-def test_the_bundles_verdicts_are_mixed(verl_report):
+def test_the_bundles_verdicts_are_mixed_and_the_reward_pays_its_shape(verl_report):
     assert set(verl_report["bundle"]) == {0.0, 1.0} and len(verl_report["bundle"]) == 17
+    if verl_report["reward_shape"] == "binary":
+        assert verl_report["paid"] == verl_report["bundle"]
+    else:  # sql-r1: a match over 6, a wrong answer that runs 0, no query or a failing query -1
+        for outcome, value in zip(verl_report["outcomes"], verl_report["paid"]):
+            assert (6.0 < value <= 7.5) if outcome == "match" else value == (0.0 if outcome == "mismatch" else -1.0)
+        assert {0.0, -1.0} <= set(verl_report["paid"])
 
 
 @pytest.mark.parametrize("manager", ["legacy", "current", "batch", "prime"],
                          ids=["legacy naive", "current naive", "batch: plural keyword lists", "prime: a process pool"])
 def test_verls_reward_managers_score_as_the_bundle(verl_report, manager):
-    assert verl_report["managers"][manager] == verl_report["bundle"]
+    assert verl_report["managers"][manager] == paid(verl_report)
 
 
 @pytest.mark.parametrize("manager", ["naive", "remote", "outcome_fields"],
@@ -62,20 +82,22 @@ def test_verls_reward_managers_score_as_the_bundle(verl_report, manager):
 def test_verls_reward_loop_ray_workers_score_as_the_bundle(verl_report, manager):
     ray_loop = verl_report["rayloop"][manager]
     assert ray_loop["workers"] == [True, True]  # two RewardLoopWorker actors, each loading reward.py by path
-    assert ray_loop["scores"] == verl_report["bundle"]
+    assert ray_loop["scores"] == paid(verl_report)
 
 
 def test_the_default_score_is_a_number_and_outcome_fields_reach_reward_extra_info(verl_report):
-    assert verl_report["rayloop"]["naive"]["extra"] == {"acc": verl_report["bundle"]}  # verl's own for a float
+    assert verl_report["rayloop"]["naive"]["extra"] == {"acc": paid(verl_report)}  # verl's own for a float
     extra = verl_report["rayloop"]["outcome_fields"]["extra"]
-    assert extra["outcome"] == verl_report["outcomes"] and extra["score"] == extra["acc"] == verl_report["bundle"]
-    assert set(extra) == {"score", "acc", "outcome", "explanation", "decided_on", "decided_on_neighbour"}
+    assert extra["outcome"] == verl_report["outcomes"] and extra["score"] == paid(verl_report)
+    assert extra["acc"] == verl_report["bundle"]  # the verdict, whatever the shape pays
+    shaped = {"reward_shape"} if verl_report["reward_shape"] != "binary" else set()
+    assert set(extra) == {"score", "acc", "outcome", "explanation", "decided_on", "decided_on_neighbour"} | shaped
 
 
 def test_rate_limited_turns_the_bundle_s_error_into_zero_but_the_error_and_warning_show(verl_report):
     # Documented in docs/integrations.md: this manager swallows exceptions; use naive, remote or batch.
     found = verl_report["rate_limited"]
-    assert found["scores"] == verl_report["bundle"] + [0.0]  # the stale row: verl's 0.0, not the bundle's
+    assert found["scores"] == pytest.approx(verl_report["paid"] + [0.0], rel=1e-6)  # the stale row: verl's 0.0
     assert len(found["errors"]) == 1 and "not stored in this bundle" in found["errors"][0]
     assert found["warnings"] == [w for w in found["warnings"] if w.startswith("RuntimeWarning: ")]
     assert len(found["warnings"]) == 1 and "unscored (infrastructure_error, stale_bundle)" in found["warnings"][0]

@@ -11,12 +11,15 @@ chat-templated prompt, a label the TRL export's ``ground_truth`` (``--label_key 
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 
 import pytest
 
 from conftest import require_modules
 from harness.common.rows import read_split
 from harness.loadtest.local_server import LocalServer
+from harness.service import openrlhf
 from harness.service.settings import ServiceSettings
 
 
@@ -70,19 +73,21 @@ def one_item(payload: dict, i: int) -> dict:
 def test_openrlhf_0_11_gets_one_reward_per_query_with_the_bundle_s_own_verdicts(server, payload):
     url = f"{server.url}/t/{server.token}/openrlhf"
     answers = [post_like_openrlhf_0_11(url, one_item(payload, i)) for i in range(4)]
-    assert [a["rewards"] for a in answers] == [[1.0], [0.0], [1.0], [None]]
-    assert [a["scores"] for a in answers] == [a["rewards"] for a in answers]
+    assert [a["rewards"][:1] for a in answers[:3]] == [[1.0], [0.0], [1.0]] and math.isnan(answers[3]["rewards"][0])
+    assert [a["scores"] for a in answers[:3]] == [a["rewards"] for a in answers[:3]] and math.isnan(answers[3]["scores"][0])
     assert [a["outcomes"] for a in answers] == [["match"], ["mismatch"], ["match"], ["infrastructure_error"]]
     assert answers[3]["unscored"] == 1 and "not stored in this bundle" in answers[3]["explanations"][0]
-    for answer in answers:  # numbers only, one per query: OpenRLHF turns each into a tensor
+    for answer in answers:  # numbers only, one per query, the same keys: OpenRLHF turns each into a tensor
         assert all(isinstance(v, list) and len(v) == 1 and v[0] in (0.0, 1.0) for v in answer["extra_logs"].values())
+        assert answer["extra_logs"].keys() == answers[0]["extra_logs"].keys()
     assert answers[0]["extra_logs"]["spider/match"] == [1.0] and answers[1]["extra_logs"]["spider/mismatch"] == [1.0]
+    assert answers[3]["extra_logs"]["spider/unscored/stale_bundle"] == [1.0] == answers[3]["extra_logs"]["spider/unscored"]
 
 
 def test_openrlhf_0_9_sends_a_micro_batch_and_gets_the_same_answers_in_order(server, payload):
     url = f"{server.url}/t/{server.token}/openrlhf"
     answer = post_like_openrlhf_0_9(url, payload)
-    assert answer["rewards"] == answer["scores"] == [1.0, 0.0, 1.0, None]
+    assert answer["rewards"][:3] == answer["scores"][:3] == [1.0, 0.0, 1.0] and math.isnan(answer["rewards"][3])
     assert answer["extra_logs"]["spider/match"] == [1.0, 0.0, 1.0, 0.0]
     assert answer["extra_logs"]["spider/infrastructure_error"] == [0.0, 0.0, 0.0, 1.0]
     assert "not stored in this bundle" in answer["explanations"][3] and answer["unscored"] == 1
@@ -112,5 +117,54 @@ def test_a_query_that_does_not_start_with_its_prompt_answers_for_itself(server, 
     body = {"query": ["Q: x A: SELECT 1", payload["query"][0]], "prompts": ["another prompt", payload["prompts"][0]],
             "labels": ["SELECT 1", payload["labels"][0]]}
     reply = server.request("POST", "/openrlhf", body)
-    assert reply.status == 200 and reply.json["rewards"] == [None, 1.0]
+    assert reply.status == 200 and math.isnan(reply.json["rewards"][0]) and reply.json["rewards"][1] == 1.0
     assert reply.json["outcomes"] == ["request_error", "match"] and "cannot be cut out" in reply.json["explanations"][0]
+    assert reply.json["reasons"] == ["invalid_item", ""]
+    assert reply.json["extra_logs"]["spider/unscored/invalid_item"] == [1.0, 0.0]
+
+
+# -- what OpenRLHF does with the answer (openrlhf/utils/agent.py and trainer/ppo_utils/samples_generator.py,
+# read in its 0.11 sources): it keeps `rewards`, `scores` and `extra_logs` of each answer, makes a tensor of
+# each (one query a request), merges the experiences' extra_logs key by key and logs each key's mean; with
+# dynamic filtering it drops a prompt whose group's mean score is not strictly inside its range. ------------
+
+def test_an_unscored_row_is_masked_by_dynamic_filtering_and_its_reason_is_logged(server, payload):
+    reply = server.request("POST", "/openrlhf", payload)
+    assert reply.status == 200 and "NaN" in reply.text
+    answer = json.loads(reply.text)  # as aiohttp's and requests' .json() read it: json.loads, which takes NaN
+    scores = answer["scores"]
+    assert all(isinstance(v, float) for v in scores)  # every entry a number: a tensor can be made of it
+    assert math.isnan(scores[3]) and scores[:3] == [1.0, 0.0, 1.0]
+    group_mean = sum(scores) / len(scores)
+    for low, high in ((0.0, 1.0), (-0.01, 1.01)):  # DAPO's default range, and one that keeps every scored group
+        assert not low < group_mean < high  # the group with the unscored answer is dropped: never paid
+        assert low < sum(scores[:3]) / 3 < high  # the same group without it would be kept
+    means = {key: sum(values) / len(values) for key, values in answer["extra_logs"].items()}
+    assert means["spider/unscored"] == 0.25 and means["spider/unscored/stale_bundle"] == 0.25
+    assert means["spider/infrastructure_error"] == 0.25 and means["spider/match"] == 0.5
+
+
+def test_every_answer_has_the_same_extra_logs_keys(server, payload):
+    """OpenRLHF merges extra_logs key by key over the batch and splits them by sample again: a key
+    missing from one answer would make the lengths differ."""
+    keys = {tuple(openrlhf.answer(results, server_outcomes).get("extra_logs")) for results, server_outcomes in [
+        ([{"score": 1.0, "outcome": "match"}], ("match", "mismatch")),
+        ([{"error": "WorkerTimeout", "outcome": "infrastructure_error", "message": "x"}], ("match", "mismatch")),
+        ([{"error": "InvalidOpenRLHFItem", "outcome": "request_error", "message": "x"}], ("match", "mismatch")),
+        ([{"score": 0.0, "outcome": "an outcome of a newer bundle"}], ("match", "mismatch")),
+    ]}
+    assert len(keys) == 1
+    assert {f"spider/unscored/{code}" for code in openrlhf.REASONS} <= set(next(iter(keys)))
+
+
+@pytest.mark.integration
+def test_openrlhf_s_tensors_can_be_made_of_every_answer(server, payload):
+    require_modules("torch")
+    import torch
+    url = f"{server.url}/t/{server.token}/openrlhf"
+    for i in range(4):
+        answer = post_like_openrlhf_0_11(url, one_item(payload, i))
+        reward, score = torch.tensor([answer["rewards"]]), torch.tensor([answer["scores"]])  # as OpenRLHF does
+        logs = {key: torch.tensor([value]) for key, value in answer["extra_logs"].items()}
+        assert reward.shape == score.shape == (1, 1) and all(t.shape == (1, 1) for t in logs.values())
+        assert bool(torch.isnan(score).any()) == (i == 3)

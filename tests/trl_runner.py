@@ -1,13 +1,15 @@
 """Run TRL's own GRPOTrainer on CPU for a few steps with the packed bundle's ``reward.trl_reward``.
 
-    python tests/trl_runner.py ZIP TRL_ROWS_JSONL OUT_JSON
+    python tests/trl_runner.py ZIP TRL_ROWS_JSONL OUT_JSON [VARIANTS]
 
 No download: a tiny random Qwen2 built from a config and a tokenizer trained on the rows' texts.
 The zip is unpacked into a folder and ``reward.py`` / ``grader.py`` are loaded by file path, as a
 user would. Two runs with the same seed: the exported rows as they are, and the same rows with
 extra columns named like completions (``output``, ``solution_str``, ``completion``, ``response``,
-each holding the gold). For each run, OUT_JSON gets what TRL computed (its logged completions and
-rewards per step) and the bundle's own verdicts on the same completions (``grader.compute_score``).
+each holding the gold); VARIANTS (comma-separated) runs fewer. For each run, OUT_JSON gets what TRL
+computed (its logged completions and rewards per step), the bundle's own verdicts on the same
+completions (``grader.compute_score``) and what its reward pays for them called directly
+(``reward.compute_score``: the verdict under a binary bundle, the shape's value under another).
 A short supervised warm-up on prompt + gold first, so that some sampled completions are right and
 some wrong (a random model scores 0 everywhere, which would prove nothing).
 """
@@ -120,6 +122,7 @@ def text_of(completion):
 
 def main() -> None:
     zip_path, rows_path, out_path = sys.argv[1:4]
+    variants = sys.argv[4].split(",") if len(sys.argv) > 4 else ["plain", "extra_columns"]
     started = time.perf_counter()
     import torch
     import trl
@@ -137,7 +140,9 @@ def main() -> None:
     t = time.perf_counter()
     warm = build_model(tokenizer, rows)
     report["warmup_seconds"] = round(time.perf_counter() - t, 1)
-    for variant in ("plain", "extra_columns"):
+    with open(os.path.join(folder, "data", "index.json"), encoding="utf-8") as f:
+        report["reward_shape"] = (json.load(f).get("reward_shape") or {}).get("name", "binary")
+    for variant in variants:
         data = [dict(r, **{k: r["ground_truth"] for k in EXTRA}) if variant == "extra_columns" else r for r in rows]
         t = time.perf_counter()
         model = copy.deepcopy(warm)
@@ -147,6 +152,8 @@ def main() -> None:
             step["texts"] = [text_of(c) for c in step["completions"]]
             step["bundle"] = [grader.compute_score(data_source="spider", solution_str=s, ground_truth=g)
                               for s, g in zip(step["texts"], golds)]
+            step["paid"] = [reward.compute_score(data_source="spider", solution_str=s, ground_truth=g)
+                            for s, g in zip(step["texts"], golds)]
             step["bundle_outcomes"] = [grader.grade(output=s, expected=g)["outcome"] for s, g in zip(step["texts"], golds)]
             del step["prompts"]
         report["runs"][variant] = {"steps": seen, "arg_types": arg_types, "seconds": round(time.perf_counter() - t, 1)}

@@ -6,7 +6,7 @@ BUNDLE_FOLDER is the unpacked zip. verl's config tree (``trainer/config/ppo_trai
 composed by hydra as ``main_ppo`` does) is given ``reward.custom_reward_function.path=
 BUNDLE_FOLDER/reward.py`` (and ``grader.py``) with ``name=compute_score``, and verl's own
 ``get_custom_reward_fn`` loads it. A batch (verl's ``DataProto``, as rollout hands it over) of the
-rows with mixed responses (the gold, ``SELECT 1``, a wrong query) is scored by the legacy
+rows with mixed responses (the gold, ``SELECT 1``, a wrong query, prose with no query) is scored by the legacy
 ``NaiveRewardManager``, ``BatchRewardManager`` (the batch form, plural keyword lists) and
 ``PrimeRewardManager`` (a process pool: ``compute_score`` pickled), by the current naive manager
 from ``load_reward_manager``, by ``rate_limited`` with a stale row added (it turns errors into 0.0),
@@ -14,7 +14,8 @@ and with ``rayloop`` by ``RewardLoopManager``, whose ``RewardLoopWorker`` Ray ac
 by the same path in their own processes (a local Ray instance on loopback, harness.raygrade.env),
 with the ``naive`` and the ``remote`` manager (``compute_score`` sent to a ``RewardComputeWorker``
 actor by cloudpickle) and with ``outcome_fields`` set through ``reward_kwargs``. OUT_JSON gets every
-score and the bundle's own verdicts and outcomes (``grader`` called directly).
+score, the bundle's own verdicts and outcomes (``grader`` called directly) and what its reward pays
+(``reward`` called directly: the verdict under a binary bundle, the shape's value under another).
 """
 
 from __future__ import annotations
@@ -49,11 +50,12 @@ def reward_config(path: str, extra: list[str] = ()):
 
 
 def responses(rows):
-    """Row i: the gold, ``SELECT 1`` or a wrong query on the row's tables (the gold's last word cut)."""
+    """Row i: the gold, ``SELECT 1``, a wrong query on the row's tables (the gold's last word cut) or
+    prose with no query."""
     out = []
     for i, row in enumerate(rows):
         gold = row["reward_model"]["ground_truth"]
-        out.append([gold, "SELECT 1", gold.rsplit(" ", 1)[0] + " LIMIT 0"][i % 3])
+        out.append([gold, "SELECT 1", gold.rsplit(" ", 1)[0] + " LIMIT 0", "I cannot tell from this schema."][i % 4])
     return out
 
 
@@ -163,17 +165,26 @@ def main() -> None:
     rows = [json.loads(line) for line in open(rows_path, encoding="utf-8")]
     texts = responses(rows)
     tokenizer = build_tokenizer([m["content"] for r in rows for m in r["prompt"]] + texts)
-    report = {"verl": verl.__version__, "loaded": {}}
+    report = {"verl": verl.__version__, "loaded": {}, "direct": {}}
+    with open(os.path.join(folder, "data", "index.json"), encoding="utf-8") as f:
+        report["reward_shape"] = (json.load(f).get("reward_shape") or {}).get("name", "binary")
     from verl.trainer.ppo.reward import get_custom_reward_fn
     for module in ("reward", "grader"):
         fn = get_custom_reward_fn(reward_config(os.path.join(folder, f"{module}.py")))
+        own = load_file(os.path.join(folder, f"{module}.py"), f"direct_{module}")
         gold = rows[0]["reward_model"]["ground_truth"]
         report["loaded"][module] = [fn(data_source="spider", solution_str=s, ground_truth=gold) for s in (gold, "SELECT 1")]
+        report["direct"][module] = [own.compute_score(data_source="spider", solution_str=s, ground_truth=gold)
+                                    for s in (gold, "SELECT 1")]
     report["generic_modules"] = sorted(m for m in GENERIC if m in sys.modules)
     grader = load_file(os.path.join(folder, "grader.py"), "own_grader")
     report["bundle"] = [grader.compute_score(data_source=r["data_source"], solution_str=s,
                                              ground_truth=r["reward_model"]["ground_truth"], extra_info=r["extra_info"])
                         for r, s in zip(rows, texts)]
+    own_reward = load_file(os.path.join(folder, "reward.py"), "own_reward")
+    report["paid"] = [own_reward.compute_score(data_source=r["data_source"], solution_str=s,
+                                               ground_truth=r["reward_model"]["ground_truth"], extra_info=r["extra_info"])
+                      for r, s in zip(rows, texts)]
     path = os.path.join(folder, "reward.py")
     t = time.perf_counter()
     report["managers"] = managers(tokenizer, rows, texts, path)

@@ -38,4 +38,12 @@ class Scored:
 
     @property
     def paid(self) -> bool:
-        return self.call.score == 1.0
+        return paid(self.call)
+
+
+def paid(call: Call) -> bool:
+    """Whether the bundle paid ``call`` as a match: its outcome says so (the audit asks for the outcome
+    fields), else a score of 1.0 (a bare binary score). A shaped reward pays a match other values."""
+    if call.kind != "scored":
+        return False
+    return call.outcome == "match" if call.outcome is not None else call.score == 1.0

@@ -98,21 +98,40 @@ def _percent(part: int, whole: int) -> str:
 def table(doc: dict) -> list[str]:
     """The issue's table: per policy the share of the rows it applies to on which it is paid, per split."""
     splits = list(doc["splits"])
-    head = f"{'policy':<62}" + "".join(f"{s + ' rows':>24}" for s in splits)
-    lines = [head, "-" * len(head)]
     label = {p.name: p.label for p in POLICIES}
+    unions = (("hackable_first_seven", "at least one of the first seven"), ("hackable", "at least one of these (the union)"))
+    width = max(len(text) for text in [*label.values(), *(text for _key, text in unions)]) + 2  # every label whole
+    head = f"{'policy':<{width}}" + "".join(f"{s + ' rows':>24}" for s in splits)
+    lines = [head, "-" * len(head)]
     for policy in label:
         cells = []
         for s in splits:
             entry = doc["splits"][s]["policies"][policy]
             aside = f" +{entry['set_aside']}?" if entry["set_aside"] else ""
             cells.append(f"{_percent(entry['paid'], entry['applies'])} ({entry['paid']} of {entry['applies']}){aside}")
-        lines.append(f"{label[policy][:61]:<62}" + "".join(f"{c:>24}" for c in cells))
-    for key, label_text in (("hackable_first_seven", "at least one of the first seven"),
-                            ("hackable", "at least one of these (the union)")):
+        lines.append(f"{label[policy]:<{width}}" + "".join(f"{c:>24}" for c in cells))
+    for key, label_text in unions:
         cells = [f"{_percent(doc['splits'][s][key], doc['splits'][s]['rows'])} ({doc['splits'][s][key]} of "
                  f"{doc['splits'][s]['rows']})" for s in splits]
-        lines.append(f"{label_text:<62}" + "".join(f"{c:>24}" for c in cells))
+        lines.append(f"{label_text:<{width}}" + "".join(f"{c:>24}" for c in cells))
+    return lines
+
+
+def rows(doc: dict) -> list[str]:
+    """The rows behind the table: each hackable row with its gold and every answer paid and shown wrong
+    (policy, SQL, the witness database that shows it), then each set-aside row with its paid answers."""
+    lines = [f"hackable rows ({len(doc['hackable'])}): a degenerate answer is paid 1.0 and shown wrong"
+             if doc["hackable"] else "hackable rows: none"]
+    for row in doc["hackable"]:
+        lines.append(f"  {row['id']} ({row['db_id']}) gold: {row['gold']}")
+        lines += [f"    {paid['policy']}: {paid['sql']}   [shown wrong on: {paid['witness']}]" for paid in row["paid"]]
+    if doc["set_aside"]:
+        lines.append(f"set aside ({len(doc['set_aside'])}): paid, but no fair witness tells the answer from its gold")
+    for row in doc["set_aside"]:
+        lines.append(f"  {row['id']} ({row['db_id']}) gold: {row['gold']}")
+        lines += [f"    {answer['policy']}: {answer['sql']}"
+                  + (f"   [a witness would break: {', '.join(answer['breaks'])}]" if answer["breaks"] else "")
+                  for answer in row["answers"]]
     return lines
 
 

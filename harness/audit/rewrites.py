@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from bundle.bundle_index import normalize_gold
-from harness.audit.model import AuditRow
+from harness.audit.model import AuditRow, paid
 from harness.emulator.calls import Call
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "neighbours" / "rewrites.json"
@@ -44,7 +44,7 @@ def section(found: dict[str, list[tuple[Task, str]]], calls: dict[Task, Call], s
     """The document's ``rewrites``: per split how many were scored and rejected, and the rejected ones."""
     rejected = [{"split": split, "db_id": task[1], "gold": task[2], "kind": kind, "rewrite": task[3],
                  "detail": calls[task].detail or f"scored {calls[task].score}"}
-                for split in splits for task, kind in found.get(split, []) if calls[task].score != 1.0]
+                for split in splits for task, kind in found.get(split, []) if not paid(calls[task])]
     return {"corpus": "fixtures/neighbours/rewrites.json",
             "splits": {s: {"scored": len(found.get(s, [])), "rejected": sum(1 for r in rejected if r["split"] == s)}
                        for s in splits},

@@ -14,7 +14,12 @@ the splits audited (from the bundle's index: id, split, database, gold):
    gold is *set aside* (it may be an equivalent rewrite: it is never counted), with the invariant a
    witness would have to break to tell them apart, when one does;
 5. the equivalent rewrites of the corpus whose golds the rows hold (harness.audit.rewrites) are
-   scored alongside: each one not paid is a fair answer the bundle rejects.
+   scored alongside: each one not paid is a fair answer the bundle rejects;
+6. every gold is scored as its own answer, and harness.audit.shapes turns the outcomes into what
+   each reward shape pays every policy and the gold (the document's ``shapes``).
+
+A call asks for the bundle's outcome fields: "paid" is the outcome ``match``, whatever a reward
+shape pays for it.
 
 The result is a plain dict (harness.audit.report renders it and checks it against a threshold).
 """
@@ -30,13 +35,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness.audit import catalogue, report, rewrites
+from harness.audit import catalogue, model, report, rewrites, shapes
 from harness.audit.model import AuditRow, Finding, Scored
 from harness.audit.sqledit import Query
 from harness.audit.witnesses import WitnessSet
 from harness.common.bundle_loader import LoadedBundle, remove_unpacked
 from harness.common.errors import InputError
-from harness.emulator.calls import Call, call_score
+from harness.emulator.calls import Call, call_score, shape_for
 
 DEFAULT_SPLITS = ("rl", "eval")
 FUNCTION_FOR_SPLIT = {"train": "reward", "rl": "reward", "eval": "grader"}
@@ -101,11 +106,12 @@ Task = tuple[str, str, str, str]  # (function, db_id, gold, sql)
 def score_all(loaded: LoadedBundle, tasks: list[Task], threads: int) -> dict[Task, Call]:
     """Every task scored once, concurrently, through the bundle's function as the trainer calls it."""
     functions = {name: loaded.function(name) for name in sorted({t[0] for t in tasks})}
+    bounds = {name: shape_for(loaded, name).bounds for name in functions}
 
     def one(task: Task) -> Call:
         function, db_id, gold, sql = task
-        return call_score(functions[function], data_source="spider", solution_str=sql, ground_truth=gold,
-                          extra_info={"db_id": db_id})
+        return call_score(functions[function], bounds=bounds[function], data_source="spider", solution_str=sql,
+                          ground_truth=gold, extra_info={"db_id": db_id}, outcome_fields=True)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
         return dict(zip(tasks, pool.map(one, tasks)))
@@ -182,7 +188,7 @@ def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, thr
     calls = score_all(loaded, sorted(tasks | {task for found in fair.values() for task, _kind in found}), threads)
     paid: dict[str, set[tuple[str, str]]] = collections.defaultdict(set)
     for (_function, db_id, gold, sql), call in calls.items():
-        if call.score == 1.0:
+        if model.paid(call):
             paid[db_id].add((gold, sql))
     golds: dict[str, list[str]] = collections.defaultdict(list)
     for row in rows:
@@ -197,5 +203,9 @@ def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, thr
     results = [(row, [Scored(c, calls[(FUNCTION_FOR_SPLIT[row.split], row.db_id, row.gold, c.sql)],
                              judged.get((row.db_id, row.gold, c.sql))) for c in made[(row.db_id, row.gold)]])
                for row in rows]
+    gold_task = {row: (FUNCTION_FOR_SPLIT[row.split], row.db_id, row.gold, row.gold) for row in rows}
+    gold_calls = score_all(loaded, sorted(set(gold_task.values())), threads)
     doc = report.document(loaded, results, splits, {"calls": len(calls), **witnesses}, time.monotonic() - started)
-    return {**doc, "rewrites": rewrites.section(fair, calls, splits)}
+    return {**doc, "rewrites": rewrites.section(fair, calls, splits),
+            "shapes": shapes.section(results, {row: gold_calls[task] for row, task in gold_task.items()}, splits,
+                                     loaded.index())}

@@ -4,8 +4,11 @@
 
 Audits the bundle zip (``--zip``, default ``DATA/spider-scoring.zip``; when that is missing, the
 prepared folder's staged ``DATA/bundle/``, packed as ``pack`` packs it) over the rows of the
-splits named (from the bundle's index, so a zip alone is enough). Prints the table and exits 1
-(VerificationFailed) when the share of hackable rows of a split is over ``--max-hackable``.
+splits named (from the bundle's index, so a zip alone is enough). Prints the table, then the rows
+behind it (every hackable row with the answers paid and the witness showing each wrong; every
+set-aside row), then what each reward shape pays every policy (harness.audit.shapes, with a warning
+for each policy the bundle's own shape pays above nothing), and exits 1 (VerificationFailed) when
+the share of hackable rows of a split is over ``--max-hackable``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
-from harness.audit import entry, report
+from harness.audit import entry, report, shapes
 from harness.audit import run as audit_run
 from harness.commands import options
 from harness.common.errors import InputError, VerificationFailed
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if not any(split["rows"] for split in doc["splits"].values()):
         raise InputError(f"the bundle holds no row of {', '.join(args.splits)}: nothing to audit; prepare those "
                          "splits (`make bundle`) or name others with --splits")
-    print("\n".join(report.render(doc)))
+    print("\n".join(report.render(doc) + report.rows(doc) + shapes.render(doc)))
     if args.json is not None:
         atomic_write_bytes(args.json, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8"))
     over = report.problems(doc, args.max_hackable)

@@ -26,7 +26,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from pathlib import Path
 
 from bundle import scoring_entry
@@ -37,23 +37,10 @@ from harness.common import mutate
 from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data, job, pack, splits
 from harness.prepare import disputed as disputed_golds
-from harness.prepare.fetch_rows import FetchStats
 from harness.prepare.neighbours import attach, distil
+from harness.prepare.spider_files import SpiderFiles
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class SpiderFiles:
-    """Spider's own JSON files as prepare's row source (train_spider.json as train, dev.json as validation)."""
-
-    def __init__(self, spider: Path) -> None:
-        self.spider = spider
-        self.stats = FetchStats()
-
-    def rows(self, split: str) -> Iterator[dict]:
-        name = "train_spider.json" if split == "train" else "dev.json"
-        self.stats.files_read += 1
-        yield from json.loads((self.spider / name).read_text(encoding="utf-8"))
 
 
 def stage_dev_bundle(spider: Path, dest: Path, limit: int | None = None,

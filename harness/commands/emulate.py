@@ -1,8 +1,8 @@
 """`emulate`: run the emulated trainer's reward or grader job on a bundle zip, in Docker or in-process.
 
     python3 -m harness emulate reward [--data out] [--zip ZIP] [--completions C] [--prompts-per-step 8] [--group-size 8]
-    python3 -m harness emulate grader [--data out] [--zip ZIP] --completions C [--stage emulated] [--output FILE]
-    python3 -m harness emulate verdicts [--data out] [--zip ZIP] [--completions C] [--cpus 0.25]
+    python3 -m harness emulate grader [--data out] [--zip ZIP] (--completions C | --gold-completions) [--stage emulated]
+    python3 -m harness emulate verdicts [--data out] [--zip ZIP] [--completions C | --gold-completions] [--cpus 0.25]
 
 Reward mode prints one line per GRPO step (reward mean, share zero / full, outcome counts) and the
 throughput; grader mode runs the one grading path (harness.emulator.grader_job, the same as
@@ -15,20 +15,29 @@ Verdicts mode runs the hostile suite, a reward pass over rl and (with ``--comple
 pass over eval twice in the trainer container, once with its usual CPUs and once limited to
 ``--cpus`` (a quarter of a CPU by default), and exits 1 unless every verdict is the same: work is
 counted, never timed, so a slow or throttled CPU changes nothing but the time taken.
+
+``--gold-completions`` answers every eval row with its own gold instead of a completions file: a
+check of the grader path on any bundle (each verdict must be 1.0; grader mode exits 1 otherwise),
+what `make test-grader` and `make check-cpu` run when ``GRADER_COMPLETIONS`` is not given.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.commands import options
 from harness.common import bundle_zip
 from harness.common.errors import CHECKS_FAILED, InputError
-from harness.common.files import check_writable_file
+from harness.common.files import atomic_write_bytes, check_writable_file
 from harness.common.layout import GIVEN_COMPLETIONS, Prepared, require
 from harness.common.results import RowResult, write_results
+from harness.common.rows import read_split
 from harness.containers import trainer
 from harness.emulator import main as emulator_main
 from harness.raygrade import backend
@@ -45,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--completions", type=Path, metavar="FILE",
                         help="completions file (docs: completions files); reward mode without it uses synthetic "
                              "ones (the gold, the gold fenced, a wrong query, prose)")
+    parser.add_argument("--gold-completions", action="store_true",
+                        help="grader and verdicts: answer every eval row with its own gold, each verdict 1.0 "
+                             "(a check of the grader path on any bundle; grader mode exits 1 on any other score)")
     parser.add_argument("--function", help="MODULE[:FUNCTION] the trainer calls (default: reward / grader)")
     parser.add_argument("--prompts-per-step", type=int, default=8, metavar="N", help="rl rows a step (default: 8)")
     parser.add_argument("--group-size", type=int, default=8, metavar="N", help="completions per row (default: 8)")
@@ -105,14 +117,38 @@ def run_verdicts(args: argparse.Namespace, prepared: Prepared, zip_path: Path) -
     return CHECKS_FAILED if differing else 0
 
 
+@contextlib.contextmanager
+def gold_completions(prepared: Prepared) -> Iterator[Path]:
+    """A completions file answering each eval row with its own gold, for the length of the block."""
+    rows = read_split(require(prepared.split("eval"), "the eval split"), "eval")
+    lines = "".join(json.dumps({"row_id": r.id, "completion": r.gold}) + "\n" for r in rows)
+    with tempfile.TemporaryDirectory(prefix="spider-gold-completions-") as folder:
+        path = Path(folder) / "gold-completions.jsonl"
+        atomic_write_bytes(path, lines.encode("utf-8"))
+        yield path
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.gold_completions:
+        if args.completions is not None:
+            raise InputError("--completions and --gold-completions are two answers to the eval rows: give one")
+        if args.mode == "reward":
+            raise InputError("--gold-completions is for the grader and verdicts modes; reward mode without "
+                             "--completions already answers with the gold (among its synthetic completions)")
+        with gold_completions(Prepared(args.data)) as path:
+            code = run_mode(argparse.Namespace(**{**vars(args), "completions": path}))
+        return code
+    return run_mode(args)
+
+
+def run_mode(args: argparse.Namespace) -> int:
     prepared = Prepared(args.data)
     if args.mode == "verdicts":
         return run_verdicts(args, prepared, require(options.zip_of(args), "the bundle zip"))
     split = "rl" if args.mode == "reward" else "eval"
     if args.mode == "grader" and args.completions is None:
-        raise InputError("grader mode needs --completions FILE (one completion per eval row), "
-                         "e.g. fixtures/sample/completions-eval.jsonl for the sample")
+        raise InputError("grader mode needs --completions FILE (one completion per eval row; in Make, "
+                         "GRADER_COMPLETIONS=FILE), or --gold-completions to answer each row with its own gold")
     require(prepared.split(split), f"the {split} split")
     zip_path = require(options.zip_of(args), "the bundle zip")
     if args.completions is not None:
@@ -147,9 +183,22 @@ def run(args: argparse.Namespace) -> int:
         rate = "-" if s["calls_per_s"] is None else f"{s['calls_per_s']:.0f}"
         mean = "-" if s["mean"] is None else f"{s['mean']:.4f}"
         print(f"reward: {s['steps']} steps, {s['calls']} calls in {s['seconds']:.2f} s ({rate} calls/s), mean {mean}, "
-              f"unscored {s['unscored']}, crashes {s['crashes']}; {where}, {env}")
+              f"unscored {s['unscored']}, crashes {s['crashes']}, reward shape {document.get('reward_shape', 'binary')}; "
+              f"{where}, {env}")
         return CHECKS_FAILED if s["crashes"] else 0
     assert target is not None
-    write_results(target, [RowResult(**r) for r in document["results"]])
+    results = [RowResult(**r) for r in document["results"]]
+    write_results(target, results)
     print(f"per-row results: {target}; {where}, {env}")  # the summary line was printed as it ran
+    if args.gold_completions:
+        return golds_checked(results)
     return CHECKS_FAILED if document["summary"]["faults"] else 0
+
+
+def golds_checked(results: list[RowResult]) -> int:
+    """Every row answered with its own gold must score 1.0: 1 (and the rows) when one does not."""
+    wrong = [r for r in results if r.score != 1.0]
+    print(f"golds as completions: {len(results) - len(wrong)} of {len(results)} rows score 1.0")
+    for r in wrong[:10]:
+        print(f"  {r.row_id} ({r.db_id}): {r.score} {r.outcome}: {r.detail[:200]}")
+    return CHECKS_FAILED if wrong else 0

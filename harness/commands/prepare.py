@@ -1,29 +1,33 @@
 """`prepare`: Spider questions and databases to three chat-JSONL splits and the bundle's staged data.
 
     python3 -m harness prepare --databases ~/spider/database [--rows 2000 --rl-rows 600 --eval-rows 300]
+    python3 -m harness prepare --databases ~/spider/database --questions ~/spider   # Spider's own files, offline
     python3 -m harness prepare --sample          # the embedded sample, offline
 
 Writes the prepared folder ``--output DIR`` (default ``out``; harness.common.layout): the splits
 under ``DIR/data/``, the staged bundle ``DIR/bundle/`` and ``DIR/prepare-summary.json``. The work is
 harness.prepare.job's, with the audit of the staged bundle (harness.audit.entry.review) as its
 review: a section of the summary, and with ``--drop-hackable`` the rl rows it finds hackable left
-out. This module reads the flags and prints the summary.
+out. This module reads the flags, picks where the questions come from (``questions_source``) and
+prints the summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bundle import reward_shapes
 from harness.common.errors import InputError
 from harness.common.files import check_writable_folder
 from harness.common.layout import DEFAULT_DATA
-from harness.prepare import disputed, job, splits
+from harness.prepare import disputed, job, spider_files, splits
 from harness.prepare import summary as prepare_summary
-from harness.prepare.fetch_rows import RowSource
+from harness.prepare.fetch_rows import DEFAULT_API_URL, RowSource
 from harness.prepare.neighbours import distil, separate
 
 
@@ -60,7 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"eval rows on unseen databases (default {job.DEFAULT_SIZES.eval}; {job.SAMPLE_SIZES.eval} with --sample)")
     add("--max-schema", type=_count, metavar="CHARS", default=job.DEFAULT_MAX_SCHEMA,
         help="skip databases whose schema is longer, in characters (default %(default)s)")
-    add("--api-url", metavar="URL", default=job.DEFAULT_API_URL, help="datasets-server address (default %(default)s)")
+    add("--questions", type=Path, metavar="DIR",
+        help="read the questions from Spider's own train_spider.json and dev.json in DIR, offline (default: those "
+             "beside --databases when both are there, else the datasets-server API)")
+    add("--api-url", metavar="URL",
+        help=f"read the questions from this datasets-server (default {DEFAULT_API_URL}, when Spider's files are not "
+             "beside --databases); given, it is used even when they are")
     add("--cache-dir", type=Path, metavar="DIR", default=job.DEFAULT_CACHE,
         help="where fetched pages are kept (default %(default)s)")
     add("--request-interval", type=_seconds, metavar="SECONDS", default=job.FetchPolicy.interval_s,
@@ -95,6 +104,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the audit of degenerate answers (by default its figures are a section of the summary)")
     add("--drop-hackable", action="store_true",
         help="leave out of rl.jsonl the rows the audit finds hackable (named in the summary)")
+    add("--reward-shape", choices=tuple(reward_shapes.PRESETS), default=reward_shapes.DEFAULT, metavar="NAME",
+        help="what the reward pays per outcome, a published shape: " + ", ".join(reward_shapes.PRESETS)
+             + " (default %(default)s; the grader stays binary; docs/reward-shapes.md)")
+    add("--reward-values", type=Path, metavar="FILE",
+        help='a custom reward shape instead: a JSON file {"name": ..., "values": {outcome: number, ...}} '
+             "with a number for every scored outcome (docs/reward-shapes.md)")
 
 
 def _splits(text: str) -> tuple[str, ...]:
@@ -123,6 +138,30 @@ def _sizes(args: argparse.Namespace) -> splits.Sizes:
                         eval=base.eval if args.eval_rows is None else args.eval_rows)
 
 
+def reward_shape_of(args: argparse.Namespace) -> reward_shapes.Shape:
+    """The preset ``--reward-shape`` names, or the custom table of ``--reward-values``; InputError when
+    both are given or the file cannot be used."""
+    if args.reward_values is None:
+        return reward_shapes.preset(args.reward_shape)
+    if args.reward_shape != reward_shapes.DEFAULT:
+        raise InputError("give --reward-shape (a preset) or --reward-values (a custom table), not both")
+    try:
+        data = json.loads(Path(args.reward_values).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the reward values {args.reward_values}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("values"), dict):
+        raise InputError(f"{args.reward_values}: expected a JSON object {{\"name\": ..., \"values\": "
+                         "{outcome: number, ...}}")
+    name = data.get("name", "custom")
+    if name in reward_shapes.PRESETS:
+        raise InputError(f"{args.reward_values}: {name!r} is a preset's name: give the custom shape another name, "
+                         f"or use --reward-shape {name}")
+    try:
+        return reward_shapes.custom(name, data["values"])
+    except reward_shapes.ShapeError as exc:
+        raise InputError(f"{args.reward_values}: {exc}") from None
+
+
 def _review(args: argparse.Namespace) -> Callable[[Path], job.Review] | None:
     """The audit of the staged bundle (harness.audit.entry.review), None with --no-audit.
 
@@ -142,27 +181,46 @@ def _review(args: argparse.Namespace) -> Callable[[Path], job.Review] | None:
     return lambda staged: entry.review(staged, drop_hackable=args.drop_hackable)
 
 
+def questions_source(args: argparse.Namespace) -> tuple[RowSource, str]:
+    """Where the questions come from, and how the summary names it: ``--questions DIR``; else Spider's
+    files beside ``--databases`` (the unzipped spider.zip) unless ``--api-url`` is given; else the API."""
+    if args.questions is not None:
+        if args.api_url is not None:
+            raise InputError("--questions reads Spider's files and --api-url the datasets-server: give one of them")
+        files = spider_files.SpiderFiles(spider_files.check_folder(args.questions))
+        return files, files.describe()
+    found = spider_files.beside(args.databases) if args.api_url is None else None
+    if found is not None:
+        files = spider_files.SpiderFiles(found)
+        return files, files.describe()
+    url = args.api_url or DEFAULT_API_URL
+    return job.api_source(url, args.cache_dir, args.request_interval), url
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the flags, pick the row source, prepare, print the summary."""
     if args.sample and args.databases is not None:
         raise InputError("--sample uses the embedded databases: drop --databases (or drop --sample)")
+    if args.sample and (args.questions is not None or args.api_url is not None):
+        raise InputError("--sample uses the embedded questions: drop --questions / --api-url (or drop --sample)")
     if args.no_audit and args.drop_hackable:
         raise InputError("--drop-hackable needs the audit: drop --no-audit (or drop --drop-hackable)")
     if not args.sample and args.databases is None:
         raise InputError("give --databases (Spider's database folder, e.g. spider/database) "
                          "or --sample for the embedded sample")
+    shape = reward_shape_of(args)
     check_writable_folder(args.output, "the prepared folder")  # before minutes of work, not after
+    source: RowSource
     with tempfile.TemporaryDirectory(prefix="spider-sample-") as tmp:
         if args.sample:
             catalog = splits.Catalog(job.build_sample_databases(Path(tmp)), args.max_schema)
-            source: RowSource = job.sample_source()
+            source, origin = job.sample_source(), "embedded sample"
         else:
             catalog = splits.Catalog.from_folder(args.databases, args.max_schema)
-            source = job.api_source(args.api_url, args.cache_dir, args.request_interval)
+            source, origin = questions_source(args)
         rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds,
                              disputed.load(args.disputed_golds), args.keep_disputed)
-        summary = job.prepare(source, rules, _sizes(args), args.output,
-                              origin="embedded sample" if args.sample else args.api_url, neighbours=_plan(args),
-                              review=_review(args))
+        summary = job.prepare(source, rules, _sizes(args), args.output, origin=origin, neighbours=_plan(args),
+                              review=_review(args), reward_shape=shape)
     print(prepare_summary.render(summary))
     return 0

@@ -2,11 +2,13 @@
 
     python3 -m harness report base sft rl --baseline sft [--data out] --markdown out/report.md --html out/report.html
     python3 -m harness report base=FILE sft=FILE
+    python3 -m harness report base sft rl --baseline sft --reward-log rl=out/trainer_state.json
 
 Each input is a stage (its results in ``DATA/results/STAGE.jsonl``, written by `grade`), a
 ``label=path`` or a bare path. harness.report.compare checks they cover the same eval rows and
-builds the report; harness.report.render prints it and writes Markdown and a self-contained HTML
-page with the chart.
+builds the report (with the edit table of each stage against the baseline, and the trend of each
+reward log given); harness.report.render prints it and writes Markdown and a self-contained HTML
+page with the charts.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from harness.common.files import atomic_write_bytes
 from harness.common.layout import Prepared
 from harness.report import compare, render, stats
 from harness.report.compare import parse_spec
+from harness.report.reward_log import assign_reward_logs, read_reward_log
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,9 +37,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="p-value the verdict reads: McNemar chi-squared with continuity correction "
                              "(default, as the reference) or the exact binomial test")
     parser.add_argument("--markdown", metavar="PATH", help="also write the report as Markdown")
-    parser.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page with the chart")
+    parser.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page with the charts")
     parser.add_argument("--show-changed", type=int, default=5, metavar="N",
                         help="changed rows printed per list in the terminal (files get them all; default 5)")
+    parser.add_argument("--reward-log", action="append", default=[], metavar="[STAGE=]FILE",
+                        help="the training reward log of a stage's run, shown as its trend against its spread beside "
+                             "the held-out delta: TRL's trainer_state.json, verl's file (JSONL) or console logger "
+                             "output, or a CSV/JSONL of step and reward (repeatable, or comma-separated; a bare FILE "
+                             "belongs to the one stage besides the baseline)")
+    parser.add_argument("--reward-key", metavar="KEY",
+                        help="the metric the reward logs are read for (default: reward for TRL and plain logs, "
+                             "critic/score/mean then critic/rewards/mean for verl)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
     specs = [parse_spec(t, data) for t in args.results] + [parse_spec(t, data) for t in args.name]
     if args.show_changed < 0:
         raise InputError("--show-changed must be 0 or more")
-    report = compare.build_report(compare.load_stages(specs), args.baseline, alpha=args.alpha, test=args.verdict_test)
+    stages = compare.load_stages(specs)
+    labels = [s.label for s in stages]
+    logs = assign_reward_logs(args.reward_log, labels, args.baseline or labels[0])
+    curves = [(label, read_reward_log(path, args.reward_key)) for label, path in logs]
+    report = compare.build_report(stages, args.baseline, alpha=args.alpha, test=args.verdict_test, reward_logs=curves)
     print(render.terminal(report, show_changed=args.show_changed))
     if args.markdown:
         atomic_write_bytes(args.markdown, render.markdown(report).encode("utf-8"))

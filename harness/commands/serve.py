@@ -13,6 +13,10 @@ Every grading request needs the service's token: from ``--token-file`` (created 
 when missing) or ``$SPIDER_GRADER_TOKEN``, else a new one for this run. The URL to hand the
 trainer, token included, is printed once on this terminal; no log line carries the token. The
 containers' JSON logs follow until Ctrl-C or SIGTERM, which stop them gracefully and remove them.
+
+The port is checked first (harness.common.ports): one already in use, below 1024 without root, or on
+an address that is not this machine's is PortUnavailable (exit 11) saying how to choose another,
+before any image is built.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import threading
 from pathlib import Path
 
 from harness.commands import options
-from harness.common import tokens
+from harness.common import ports, tokens
 from harness.common.errors import InputError
 from harness.common.interrupts import interrupt_on_signals
 from harness.common.layout import DEFAULT_DATA, Prepared, require
@@ -79,9 +83,17 @@ def _print_chunk(chunk: bytes) -> None:
 
 
 def _serve_local(args: argparse.Namespace, chosen: settings.ServiceSettings, token: str, source: str) -> int:
+    port = 8000 if args.port is None else args.port
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 8000 if args.port is None else args.port))
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError as exc:  # taken since the check (another process was quicker)
+        listener.close()
+        known = ports.from_bind_error(exc, "127.0.0.1", port)
+        if known is None:
+            raise
+        raise known from None
     listener.listen(256)
     os.set_inheritable(listener.fileno(), True)
     announce(f"http://127.0.0.1:{listener.getsockname()[1]}", token, source)
@@ -136,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
     given = [name for name in PUBLIC_ONLY if getattr(args, name) is not None]
     if given and not args.public:
         raise InputError(f"--{given[0].replace('_', '-')} applies to the proxy: add --public")
+    if args.public:
+        ports.check_free(args.listen or "127.0.0.1", 8443 if args.port is None else args.port)
+    else:
+        ports.check_free("127.0.0.1", 8000 if args.port is None else args.port)
     token, source = _token(args)
     if args.local:
         return _serve_local(args, chosen, token, source)

@@ -19,7 +19,7 @@ import json
 import time
 from pathlib import Path
 
-from harness.audit import entry
+from harness.audit import entry, shapes
 from harness.audit import report as audit_report
 from harness.commands import audit as audit_command
 from harness.commands import options
@@ -118,7 +118,7 @@ def render(report: dict, summary: bundle_zip.ZipSummary | None, where: str) -> l
     lines.append(f"ran {where};{env}")
     checks = report["checks"]
     if "audit" in report:
-        lines += audit_report.render(report["audit"])
+        lines += audit_report.render(report["audit"]) + shapes.render(report["audit"])
     for check in checks:
         mark = "PASS" if check["passed"] else "FAIL"
         lines.append(f"  {mark}  {check['name']:<24} {check['summary']}")

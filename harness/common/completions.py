@@ -27,6 +27,12 @@ _ID_KEYS = ("row_id", "id")
 
 MAX_NESTING = 8  # as the bundle's scoring_entry.MAX_NESTING
 
+# What to do when a file does not answer the split's rows (the sample's file given for a real bundle).
+OTHER_ROWS_FIX = ("Give a file with one completion per row of this split: --completions FILE (in Make: "
+                  "GRADER_COMPLETIONS=FILE for test-grader and check-cpu, COMPLETIONS=FILE for grade), or, to check "
+                  "the grader path alone, `emulate --gold-completions` (what test-grader and check-cpu run when "
+                  "GRADER_COMPLETIONS is not set)")
+
 
 def message_text(value: object) -> str | None:
     """Text of a completion given as a string, a message dict (``content``, a string or a list of
@@ -72,15 +78,17 @@ class Completions:
             unknown = sorted(set(self.by_row) - set(row_ids))
             if unknown:
                 raise InputError(f"{self.path}: completions for rows not in the split: {', '.join(unknown[:5])}"
-                                 f"{' ...' if len(unknown) > 5 else ''}; was it made for another split?")
+                                 f"{' ...' if len(unknown) > 5 else ''}; was it made for another split or bundle? "
+                                 + OTHER_ROWS_FIX)
             missing = [r for r in row_ids if r not in self.by_row]
             if every_row and missing:
-                raise InputError(f"{self.path}: no completion for {len(missing)} row(s), first {missing[0]}")
+                raise InputError(f"{self.path}: no completion for {len(missing)} of the split's {len(row_ids)} rows "
+                                 f"(first {missing[0]}): was it made for another split or bundle? " + OTHER_ROWS_FIX)
             return [self.by_row.get(r, []) for r in row_ids]
         assert self.positional is not None
         if every_row and len(self.positional) != len(row_ids):
             raise InputError(f"{self.path}: {len(self.positional)} positional completions for "
-                             f"{len(row_ids)} rows; give one line per row or add row_id fields")
+                             f"{len(row_ids)} rows; give one line per row or add row_id fields. " + OTHER_ROWS_FIX)
         return [self.positional[i] if i < len(self.positional) else [] for i in range(len(row_ids))]
 
     def one_per_row(self, row_ids: list[str]) -> list[str]:

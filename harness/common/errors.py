@@ -1,7 +1,7 @@
 """The harness's exception tree, and the project's one table of exit codes.
 
 Messages name the item and say what to do; each exception type carries its exit code. No number
-means two things: the harness's codes are 1-8, the bundle's typed errors 20-27 (they reach a
+means two things: the harness's codes are 1-11, the bundle's typed errors 20-27 (they reach a
 process's exit status only through a caller of the bundle, and the grader service's error bodies),
 and a few fixed ones sit above.
 
@@ -79,6 +79,12 @@ class OutputError(HarnessError):
     exit_code = 9
 
 
+class PortUnavailable(HarnessError):
+    """A port to listen on is taken (or needs root): another service, or an earlier `make serve`, holds it."""
+
+    exit_code = 11
+
+
 # (code, name, meaning): every exit status a process of this project ends with. A test keeps it
 # equal to the exception classes (here and in bundle/scoring_errors.py) and to the docs' table.
 EXIT_CODES: tuple[tuple[int, str, str], ...] = (
@@ -97,6 +103,9 @@ EXIT_CODES: tuple[tuple[int, str, str], ...] = (
                                            "through a file): the message names it and what to do"),
     (UnexpectedError.exit_code, "UnexpectedError", "an error no command expected: a bug of the harness; the "
                                                    "traceback says where (please report it)"),
+    (PortUnavailable.exit_code, "PortUnavailable", "a port to serve on is already in use, needs root or is not an "
+                                                   "address of this machine: the message names it and how to choose "
+                                                   "another (`--port`, in Make `SERVE_PORT`)"),
     *((e.exit_code, e.name, f"bundle: {e.meaning}") for e in BUNDLE_ERRORS.values()),
     (WATCHDOG_EXIT, "watchdog", "a grader-service worker stopped by its watchdog (replaced at once)"),
     (INTERRUPTED, "interrupted", "Ctrl-C, SIGTERM or SIGHUP"),
@@ -108,7 +117,7 @@ def error_for_exit_code(code: object) -> type[HarnessError]:
     """The harness exception class whose exit code is ``code`` (HarnessError when none is): how an
     error raised inside the trainer container is raised again on the host."""
     for kind in (VerificationFailed, InputError, FetchError, PackError, DockerUnavailable, SubmitError, OutputError,
-                 UnexpectedError):
+                 UnexpectedError, PortUnavailable):
         if kind.exit_code == code:
             return kind
     return HarnessError

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.common import ports
 from harness.common.errors import DockerUnavailable, InputError
 from harness.common.http_client import Endpoint, request, tls_context
 from harness.containers import proxy as proxy_image
@@ -113,7 +114,13 @@ class PublicService:
                                           limits=proxy_image.proxy_limits(self.settings.max_batch_bytes))
         self.container = self.client.containers.create(**config)
         self.network.connect(self.container)
-        self.container.start()
+        try:
+            self.container.start()
+        except Exception as exc:  # the engine's APIError: a published port already taken is the user's to change
+            taken = ports.from_engine_error(exc, self.listen, self.host_port)
+            if taken is None:
+                raise
+            raise taken from None
         self.container.reload()
         bound = (self.container.attrs["NetworkSettings"]["Ports"] or {}).get(f"{LISTEN_PORT}/tcp") or []
         if not bound:

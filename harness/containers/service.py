@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.common import tokens
+from harness.common import ports, tokens
 from harness.common.errors import DockerUnavailable, InputError
 from harness.common.http_client import request
 from harness.common.layout import require
@@ -268,7 +268,13 @@ class ServiceContainer:
                                 environment=self.environment, secrets_dir=self.secrets / "mount",
                                 limits=service_limits(self.settings, _unpacked_bytes(self.zip_path)))
         self.container = self.client.containers.create(**config)
-        self.container.start()
+        try:
+            self.container.start()
+        except Exception as exc:  # the engine's APIError: a published port already taken is the user's to change
+            taken = ports.from_engine_error(exc, "127.0.0.1", self.host_port) if self.publish else None
+            if taken is None:
+                raise
+            raise taken from None
         if not self.publish:
             return self
         self.container.reload()

@@ -8,12 +8,15 @@ The checks, in order (README, "Pre-push verification"):
 3. eval unseen: no eval question or database in train or rl;
 4. imports stdlib only: a fresh ``python3 -I -S`` imports every module of the bundle;
 5. golds score 1.0: every row's gold through reward (train, rl) or grader (eval), concurrently;
-6. mutated golds score 0.0: harness.common.mutate's near-misses that SQLite says return other rows;
+   a reward built with another reward shape pays its match value instead (harness.common.reward_shape);
+6. mutated golds score 0.0 (the shape's value for a wrong answer): harness.common.mutate's near-misses
+   that SQLite says return other rows;
    then neighbour databases: every gold matches on all its neighbours, and the near-misses the
    original cannot tell from their gold are counted with the share the neighbours separate;
 7. hostile suite: every case 0.0 with an allowed outcome (and its CPU bound, where it has one);
 8. no file created while the hostile suite ran (listing of the writable places, scratch empty);
-9. stale gold rejected: a row whose gold is not the bundle's raises StaleBundleError;
+9. stale gold rejected: a row whose gold is not the bundle's raises StaleBundleError (the bundle's
+   RuntimeWarning for it, provoked here on purpose, is kept in);
 10. missing or corrupt database: DatabaseUnavailableError from a fresh interpreter, never a score;
 11. databases unchanged: every database's SHA-256 as indexed, before and after all of the above.
 
@@ -31,15 +34,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.common import mutate
 from harness.common.bundle_loader import LoadedBundle, directory_listing
 from harness.common.layout import SPLITS
 from harness.common.rows import SplitRow, index_mismatches, read_split_lenient
 from harness.emulator import hostile
-from harness.emulator.calls import Call, call_score
+from harness.emulator.calls import Call, call_score, shape_for
 from harness.emulator.check_result import Check, _check
 from harness.emulator.neighbour_checks import NAME as NEIGHBOURS
 from harness.emulator.neighbour_checks import check_neighbours
@@ -163,6 +168,24 @@ def check_missing_database(loaded: LoadedBundle, workdir: Path) -> Check:
                   f"{db_id}.sqlite missing or corrupt: DatabaseUnavailableError, not a score")
 
 
+def _expected_warning(caught: warnings.WarningMessage) -> bool:
+    """The bundle's own "a completion is unscored" warning for a stale gold (scoring_batch._fault)."""
+    return issubclass(caught.category, RuntimeWarning) and "stale_bundle" in str(caught.message)
+
+
+def _call_keeping_stale_warning(fn: Callable, **kwargs: Any) -> Call:
+    """``call_score(fn, **kwargs)`` with the bundle's stale-gold RuntimeWarning kept in: this check provokes it on purpose,
+    and a passing run must not tell the user that the bundle is stale. Any other warning goes out as it came
+    (a real stale bundle, met outside this check, still warns)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call_score(fn, **kwargs)
+    for found in caught:
+        if not _expected_warning(found):
+            warnings.warn_explicit(found.message, found.category, found.filename, found.lineno)
+    return result
+
+
 def check_stale_gold(loaded: LoadedBundle, rows: dict[str, list[SplitRow]]) -> Check:
     """A gold edited after the bundle was built must raise StaleBundleError, with or without db_id."""
     reward = loaded.function("reward")
@@ -173,7 +196,7 @@ def check_stale_gold(loaded: LoadedBundle, rows: dict[str, list[SplitRow]]) -> C
     for row in sample:
         edited = next((m.sql for m in mutate.mutations(row.gold)), row.gold + " -- edited")
         for extra in (None, {"db_id": db_of.get(row.id)}):
-            call = call_score(reward, solution_str=row.gold, ground_truth=edited, extra_info=extra)
+            call = _call_keeping_stale_warning(reward, solution_str=row.gold, ground_truth=edited, extra_info=extra)
             how = "with db_id" if extra else "gold only"
             if call.code != "stale_bundle":
                 failures.append(f"{row.id} ({how}): {call.detail or call.score!r}, expected StaleBundleError")
@@ -206,34 +229,41 @@ def _explained(grade: Callable, kwargs: dict, call: Call) -> str:
 
 def check_golds(loaded: LoadedBundle, rows: dict[str, list[SplitRow]], workers: int) -> Check:
     reward, grader = loaded.function("reward"), loaded.function("grader")
-    calls = []
+    shape = shape_for(loaded)
+    calls: list[tuple[str, Callable, dict[str, Any]]] = []
     for split in SPLITS:
         for row in rows.get(split, []):
             if split == "eval":
                 calls.append((row.id, grader, {"input": row.prompt, "output": row.gold, "expected": row.gold}))
             else:
                 calls.append((row.id, reward, {"data_source": "spider", "solution_str": row.gold,
-                                               "ground_truth": row.gold}))
+                                               "ground_truth": row.gold, "bounds": shape.bounds}))
     results = _score_all(calls, workers)
     grade = loaded.function("grader:grade")
-    failures = [f"{label}: {_explained(grade, kwargs, call)}"
-                for (label, call), (_label, _fn, kwargs) in zip(results, calls) if call.score != 1.0]
-    return _check("golds score 1.0", failures, f"{len(results)} golds, all 1.0 (train and rl via reward, eval via grader)",
+    failures = [f"{label}: {_explained(grade, {k: v for k, v in kwargs.items() if k != 'bounds'}, call)}"
+                for (label, call), (_label, fn, kwargs) in zip(results, calls)
+                if not (shape.pays("match", call.score) if fn is reward else call.score == 1.0)]
+    paid = "" if shape.binary else f"; reward shape {shape.name}: each reward paid the match value {shape.values['match']:g}" + \
+        (f" (up to +{shape.bonus_max:g})" if shape.bonus_max else "")
+    return _check("golds score 1.0", failures,
+                  f"{len(results)} golds, all 1.0 (train and rl via reward, eval via grader){paid}",
                   f"{len(failures)} of {len(results)} golds do not score 1.0")
 
 
 def check_mutations(loaded: LoadedBundle, workers: int, max_golds: int | None = None) -> Check:
     reward = loaded.function("reward")
+    shape = shape_for(loaded)
     files = loaded.database_files()
     pairs = sorted({(r["db_id"], r["gold"]) for r in loaded.index().get("rows", [])})[:max_golds]
     calls = []
     for db_id, gold in pairs:
         for m in mutate.differing_mutations(gold, files[db_id]):
             calls.append((f"{db_id} [{m.kind}] {m.sql[:90]!r}", reward,
-                          {"solution_str": m.sql, "ground_truth": gold, "extra_info": {"db_id": db_id}}))
+                          {"solution_str": m.sql, "ground_truth": gold, "extra_info": {"db_id": db_id},
+                           "bounds": shape.bounds}))
     results = _score_all(calls, workers)
     failures = [f"{label}: {call.score if call.kind == 'scored' else call.detail}"
-                for label, call in results if call.score != 0.0]
+                for label, call in results if not shape.wrong(call.score)]
     kinds: dict[str, int] = {}
     for label, _call in results:
         kind = label.split("[", 1)[1].split("]", 1)[0]
@@ -254,15 +284,20 @@ def check_hostile(loaded: LoadedBundle, scratch: Path, watch: list[Path]) -> tup
         return failed, Check("no file created", False, "not run (no hostile suite)")
     db_id, gold, database = first["db_id"], first["gold"], files[first["db_id"]]
     cases = hostile.load_cases(hostile.first_table(database), str(scratch))
+    shape = shape_for(loaded)
 
     def score(case: hostile.HostileCase) -> tuple[str, float | None, str]:
         verify_mod.reset_outcome_counts()
         if case.is_sql:
             verdict = verify_mod.verify(case.text, gold, str(database), is_sql=True)
             return verdict.outcome, verdict.score, verdict.detail
-        call = call_score(reward, solution_str=case.text, ground_truth=gold, extra_info={"db_id": db_id})
+        call = call_score(reward, bounds=shape.bounds, solution_str=case.text, ground_truth=gold,
+                          extra_info={"db_id": db_id})
         seen = [k for k, n in verify_mod.outcome_counts().items() if n]
-        return call.outcome or (seen[0] if len(seen) == 1 else "unknown"), call.score, call.detail
+        outcome = call.outcome or (seen[0] if len(seen) == 1 else "unknown")
+        # the verdict's own score: what the shape pays for a wrong answer's outcome is the verdict 0.0
+        verdict_score = 0.0 if outcome != "match" and shape.pays(outcome, call.score) else call.score
+        return outcome, verdict_score, call.detail
 
     before = directory_listing(watch)
     results = hostile.run_cases(cases, score)

@@ -64,7 +64,7 @@ def grade_rows(loaded: LoadedBundle, rows: list[SplitRow], completions: list[str
     db_of = {str(r.get("id")): str(r.get("db_id", "")) for r in index.get("rows", [])}
     results = []
     for row, completion in zip(rows, completions):
-        kwargs = {"input": row.prompt, "output": completion, "expected": row.gold}
+        kwargs: dict[str, Any] = {"input": row.prompt, "output": completion, "expected": row.gold}
         reset()
         call = call_score(fn, **kwargs)
         detail, sql, outcome = call.detail, None, call.outcome

@@ -36,6 +36,7 @@ from harness.common.layout import Prepared, require
 from harness.common.results import RowResult
 from harness.common.rows import SplitRow, read_split
 from harness.emulator import checks, grader_job, reward_job, verdicts_job
+from harness.emulator.calls import shape_for
 
 Say = Callable[[str], None]
 
@@ -68,12 +69,13 @@ def job_reward(zip_path: Path, data: Prepared, completions_path: Path | None, *,
     groups = reward_job.groups_for(rows, given, group_size)
     with tempfile.TemporaryDirectory(prefix="reward-") as run_dir, load_bundle(zip_path, run_dir) as loaded:
         source = f"completions from {completions_path}" if completions_path else "synthetic completions"
+        shape = shape_for(loaded, function)
         say(f"reward mode: {len(rows)} rl rows, {prompts_per_step} prompts x {group_size} completions a step, "
-            f"{threads} threads, {source}")
+            f"{threads} threads, {source}, reward shape {shape.describe()}")
         stats = reward_job.reward_steps(loaded, rows, groups, function=function, prompts_per_step=prompts_per_step,
                                         steps=steps, threads=threads, say=say)
     return {"steps": [dataclasses.asdict(s) for s in stats], "summary": reward_job.reward_summary(stats),
-            **environment()}
+            "reward_shape": shape.name, **environment()}
 
 
 def eval_inputs(data: Prepared, completions_path: Path) -> tuple[list[SplitRow], list[str]]:

@@ -3,7 +3,9 @@
 Steps of ``prompts_per_step`` rl rows x ``group_size`` completions each, all calls of a step made
 concurrently (a thread pool, as a trainer's reward workers share one process), with verl's
 keywords and the least the trainer may pass (completion + gold). Per step: the reward mean, the
-share of rollouts scored zero and scored full, the bundle's outcome counts.
+share of rollouts scored zero and scored full, the bundle's outcome counts. Under a reward shape
+(harness.common.reward_shape), "zero" is the least the shape pays and "full" what it pays a
+match, and the calls may return anything within the shape's bounds.
 
 Standard library only: this runs inside the trainer container too.
 """
@@ -18,8 +20,9 @@ from collections.abc import Callable
 
 from harness.common.bundle_loader import LoadedBundle
 from harness.common.errors import InputError
+from harness.common.reward_shape import BINARY_SHAPE, DeclaredShape
 from harness.common.rows import SplitRow
-from harness.emulator.calls import Call, call_score, counters
+from harness.emulator.calls import Call, call_score, counters, shape_for
 
 # Completions used when no file is given: the gold, the gold in a fence (both score 1), a query
 # with other rows and prose without SQL (both score 0). Deterministic, so runs compare.
@@ -70,6 +73,7 @@ def reward_steps(loaded: LoadedBundle, rows: list[SplitRow], groups: list[list[s
     if prompts_per_step < 1 or threads < 1:
         raise InputError("--prompts-per-step and --threads must be at least 1")
     fn = loaded.function(function)
+    shape = shape_for(loaded, function)
     counts, reset = counters(loaded)
     steps = steps if steps is not None else math.ceil(len(rows) / prompts_per_step)
     out = []
@@ -78,23 +82,24 @@ def reward_steps(loaded: LoadedBundle, rows: list[SplitRow], groups: list[list[s
             picked = [(step * prompts_per_step + j) % len(rows) for j in range(prompts_per_step)]
             reset()
             started = time.monotonic()
-            futures = [pool.submit(call_score, fn, data_source="spider", solution_str=completion,
+            futures = [pool.submit(call_score, fn, bounds=shape.bounds, data_source="spider", solution_str=completion,
                                    ground_truth=rows[i].gold, extra_info={"split": rows[i].split, "index": i})
                        for i in picked for completion in groups[i]]
             calls = [f.result() for f in futures]
-            stats = _step_stats(step + 1, calls, time.monotonic() - started, counts())
+            stats = _step_stats(step + 1, calls, time.monotonic() - started, counts(), shape)
             say(stats.line())
             out.append(stats)
     return out
 
 
-def _step_stats(step: int, calls: list[Call], seconds: float, outcomes: dict[str, int]) -> StepStats:
+def _step_stats(step: int, calls: list[Call], seconds: float, outcomes: dict[str, int],
+                shape: DeclaredShape = BINARY_SHAPE) -> StepStats:
     scores = [c.score for c in calls if c.score is not None]
     problems = [c.detail for c in calls if c.kind != "scored"]
     n = len(scores)
     return StepStats(step, len(calls), n, sum(scores) / n if n else None,
-                     sum(1 for s in scores if s == 0.0) / n if n else None,
-                     sum(1 for s in scores if s == 1.0) / n if n else None,
+                     sum(1 for s in scores if s == shape.least) / n if n else None,
+                     sum(1 for s in scores if shape.pays("match", s)) / n if n else None,
                      sum(1 for c in calls if c.kind == "unscored"),
                      sum(1 for c in calls if c.kind in ("crash", "bad_return")), seconds,
                      {k: v for k, v in outcomes.items()}, problems[0] if problems else "")

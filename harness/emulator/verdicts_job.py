@@ -24,7 +24,7 @@ from pathlib import Path
 from harness.common.bundle_loader import LoadedBundle
 from harness.common.rows import SplitRow
 from harness.emulator import grader_job, hostile
-from harness.emulator.calls import call_score
+from harness.emulator.calls import call_score, shape_for
 
 
 def hostile_verdicts(loaded: LoadedBundle, scratch: Path) -> list[list]:
@@ -43,10 +43,11 @@ def hostile_verdicts(loaded: LoadedBundle, scratch: Path) -> list[list]:
 
 def reward_verdicts(loaded: LoadedBundle, rows: list[SplitRow], groups: list[list[str]]) -> list[list]:
     fn = loaded.function("reward")
+    bounds = shape_for(loaded).bounds
     out = []
     for row, group in zip(rows, groups):
         for k, completion in enumerate(group):
-            call = call_score(fn, data_source="spider", solution_str=completion, ground_truth=row.gold,
+            call = call_score(fn, bounds=bounds, data_source="spider", solution_str=completion, ground_truth=row.gold,
                               extra_info={"row_id": row.id})
             out.append([row.id, k, call.score, call.outcome])
     return out

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from bundle import bundle_index, gold_results, sql_functions, sql_guard
+from bundle import bundle_index, gold_results, reward_shapes, sql_functions, sql_guard
 from bundle import verify as bundle_verify
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from harness.common.errors import InputError
@@ -118,13 +118,17 @@ def dumps_canonical(data: object) -> bytes:
 
 def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
                       databases: Mapping[str, str | os.PathLike], *, precompute: bool = True,
-                      limits: Limits = DEFAULT_LIMITS, disputed: Mapping[str, dict] | None = None) -> dict:
+                      limits: Limits = DEFAULT_LIMITS, disputed: Mapping[str, dict] | None = None,
+                      reward_shape: reward_shapes.Shape | None = None) -> dict:
     """Copy the used databases under ``dest_root/data`` and write ``data/index.json``.
 
     ``databases`` maps each db_id the rows use to its source file. Returns the index written.
     With ``precompute``, every gold's result is stored (GoldFailed names a gold that fails).
     ``disputed``: id -> {"kind", "reason"} of the disputed golds the rows name (``disputed_golds`` in
     the index, written only when some row is disputed).
+    ``reward_shape``: what the reward pays (bundle.reward_shapes), recorded as the index's
+    ``reward_shape``; a binary one (the default) is not written, so a binary bundle's index is the
+    same bytes as before shapes existed.
     """
     rows = list(rows)
     data_dir = Path(dest_root) / "data"
@@ -161,6 +165,8 @@ def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
         if missing_reasons:
             raise ValueError(f"no reason given for disputed gold(s) {', '.join(missing_reasons)}")
         index["disputed_golds"] = {d: dict((disputed or {})[d]) for d in used_disputed}
+    if reward_shape is not None and not reward_shape.binary:
+        index["reward_shape"] = reward_shape.entry()
     if precompute:
         results: dict[str, dict] = {}
         for row in rows:

@@ -1,7 +1,8 @@
 """`prepare`: Spider questions and databases to three chat-JSONL splits and the bundle's staged data.
 
-Reads the questions from the datasets-server ``/rows`` API (cached, rate limited; see
-harness/fetch_rows.py) or, with ``--sample``, from the embedded sample under fixtures/; reads the
+Reads the questions from any RowSource: Spider's own files (harness.prepare.spider_files), the
+datasets-server ``/rows`` API (cached, rate limited; harness.prepare.fetch_rows) or, with
+``--sample``, the embedded sample under fixtures/ (harness.commands.prepare picks one); reads the
 schemas from the SQLite files; writes, under ``--out``:
 
 * ``data/train.jsonl``, ``data/rl.jsonl``, ``data/eval.jsonl`` (harness/splits.py says which rows);
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import bundle as bundle_package
+from bundle import reward_shapes
 from harness.common import prompts
 from harness.common.errors import InputError, OutputError
 from harness.common.files import atomic_write_bytes
@@ -92,18 +94,20 @@ class Review:
 
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
             origin: str = DEFAULT_API_URL, neighbours: NeighbourPlan = NeighbourPlan(),
-            say: Callable[[str], None] = lambda line: None, review: Callable[[Path], Review] | None = None) -> dict:
+            say: Callable[[str], None] = lambda line: None, review: Callable[[Path], Review] | None = None,
+            reward_shape: reward_shapes.Shape | None = None) -> dict:
     """Select the splits, write them and the staged bundle under ``out``; return the summary.
 
     ``review``: called on the staged bundle before the splits are written; the rl rows it names are
     left out (the bundle staged again without them, the neighbour databases kept as built).
+    ``reward_shape``: what the bundle's reward pays per outcome (bundle.reward_shapes; default binary).
     """
     selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
                               sizes, rules)
     prepare_summary.check_not_empty(selection, sizes)
     try:
         with staging.building(out / "bundle") as stage:  # whole or not at all: never a half-built OUT/bundle
-            index = stage_bundle(stage, selection, rules.catalog, rules.disputed)
+            index = stage_bundle(stage, selection, rules.catalog, rules.disputed, reward_shape)
             built = stage_neighbours(stage, index, selection, neighbours, say)
             reviewed = review(stage) if review is not None else None
             if review is not None and reviewed is not None and reviewed.holes and neighbours.separation and built:
@@ -111,7 +115,7 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
             if reviewed is not None and reviewed.drop_rl:
                 selection = dataclasses.replace(selection, rl=[r for i, r in enumerate(selection.rl)
                                                                if i not in reviewed.drop_rl])
-                index, built = restage(stage, selection, rules, built, neighbours)
+                index, built = restage(stage, selection, rules, built, neighbours, reward_shape)
         rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
         for name in splits.SPLITS:
             atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
@@ -175,12 +179,12 @@ def _staged_files(built: dict[str, distil.Distilled], data: Path) -> dict[str, d
 
 
 def restage(stage: Path, selection: splits.Selection, rules: splits.Rules, built: dict[str, distil.Distilled],
-            plan: NeighbourPlan) -> tuple[dict, dict[str, distil.Distilled]]:
+            plan: NeighbourPlan, reward_shape: reward_shapes.Shape | None = None) -> tuple[dict, dict[str, distil.Distilled]]:
     """Stage ``selection`` again in a fresh folder, with the neighbours already built for the databases
     it still uses, and put it in ``stage``'s place (what a review that left rows out asks for)."""
     fresh = stage.with_name(stage.name + "-again")
     fresh.mkdir()
-    index = stage_bundle(fresh, selection, rules.catalog, rules.disputed)
+    index = stage_bundle(fresh, selection, rules.catalog, rules.disputed, reward_shape)
     kept = {db_id: found for db_id, found in built.items() if db_id in index["databases"]}
     attach_neighbours(fresh, index, kept, plan)  # copies the files out of ``stage`` before it goes
     shutil.rmtree(stage)
@@ -210,7 +214,8 @@ def index_rows(selection: splits.Selection,
 
 
 def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalog,
-                 disputed: disputed_golds.DisputedList = disputed_golds.EMPTY) -> dict:
+                 disputed: disputed_golds.DisputedList = disputed_golds.EMPTY,
+                 reward_shape: reward_shapes.Shape | None = None) -> dict:
     """The empty folder ``dest`` as the zip will hold it: bundle/*.py, then data/ (used databases + index)."""
     for src in sorted(Path(bundle_package.__file__).resolve().parent.glob("*.py")):
         atomic_write_bytes(dest / src.name, src.read_bytes())
@@ -218,7 +223,8 @@ def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalo
     rows = index_rows(selection, disputed)
     reasons = disputed.summaries(r.disputed for r in rows if r.disputed)
     try:
-        return bundle_data.write_bundle_data(dest, rows, databases, precompute=True, disputed=reasons)
+        return bundle_data.write_bundle_data(dest, rows, databases, precompute=True, disputed=reasons,
+                                             reward_shape=reward_shape)
     except bundle_data.GoldFailed as exc:  # every selected gold ran once already: a changed file?
         raise InputError(f"{exc}; it ran during selection, so a database changed meanwhile: "
                          "run again") from None

@@ -50,6 +50,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "neighbour_source.py",
     "neighbour_values.py",
     "reward.py",
+    "reward_shapes.py",
     "scoring_batch.py",
     "scoring_entry.py",
     "scoring_errors.py",

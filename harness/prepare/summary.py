@@ -115,7 +115,8 @@ def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
         "source": origin,
         "settings": {"rows": sizes.train, "rl_rows": sizes.rl, "eval_rows": sizes.eval,
                      "max_schema": rules.catalog.max_schema, "keep_empty_gold": rules.keep_empty_gold,
-                     "keep_shared_golds": rules.keep_shared_golds, "keep_disputed": rules.keep_disputed},
+                     "keep_shared_golds": rules.keep_shared_golds, "keep_disputed": rules.keep_disputed,
+                     "reward_shape": (index.get("reward_shape") or {}).get("name", "binary")},
         "rows": written,
         "rows_read": dict(selection.rows_read),
         "skips": _skips(selection),
@@ -205,6 +206,9 @@ def render(summary: dict) -> str:
     ]
     for source, counts in summary["skips"].items():
         lines.append(f"  {source}: {render_count(counts)}")
+    if settings.get("reward_shape", "binary") != "binary":
+        lines.append(f"reward shape: {settings['reward_shape']} (the reward pays it per outcome; the grader stays "
+                     "binary; docs/reward-shapes.md)")
     lines.append(f"databases: {dbs['count']} used ({len(dbs['training'])} train/rl, "
                  f"{len(dbs['eval'])} eval), {dbs['bytes']:,} bytes ({dbs['bytes'] / 1e6:.1f} MB)")
     for reason, names in dbs["skipped"].items():

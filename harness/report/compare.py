@@ -11,9 +11,11 @@ difference: a table over different rows would compare nothing.
 The report (README, "Grading and reports"): execution accuracy per stage with a 95% interval (beside
 it, where the bundle judged with neighbour databases, the accuracy on the original database alone,
 and the rows only the original accepted), rows gained and lost against the baseline with McNemar's
-tests and a verdict, the changed rows side by side, and accuracy by Spider difficulty level and by
-database. Printed as a table; written as
-Markdown and as a self-contained HTML page with a chart when asked.
+tests and a verdict, the changed rows side by side with the structural edits between them and the
+table of those edits (harness/report/edits.py: what the reward promotes), accuracy by Spider
+difficulty level, by database and, when some row's gold is disputed, by gold, and, given a stage's training reward log, the curve's trend against
+its spread beside the held-out delta (reward_log.py, trend.py). Printed as a table; written as
+Markdown and as a self-contained HTML page with charts when asked.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from harness.common.layout import DEFAULT_DATA, Prepared
 from harness.common.results import RowResult, read_results
 from harness.report import stats as report_stats
 from harness.report.difficulty import LEVELS, DifficultyError, difficulty
+from harness.report.edits import Edit, EditCount, edits_between, tally
+from harness.report.reward_log import RewardCurve, RewardLogError
 from harness.report.stats import Accuracy, Paired
+from harness.report.trend import Trend, TrendError, fit_trend
 
 UNCLASSIFIED = "unclassified"
 DISPUTED = "disputed (judged on the original only)"  # the gold breakdown's groups (docs/disputed-golds.md)
@@ -53,6 +58,7 @@ class ChangedRow:
     candidate_sql: str | None
     baseline_outcome: str
     candidate_outcome: str
+    edits: tuple[Edit, ...] = ()  # from the baseline's SQL to the candidate's, judged against the gold
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +67,7 @@ class Comparison:
     paired: Paired
     gained: tuple[ChangedRow, ...]
     lost: tuple[ChangedRow, ...]
+    edit_table: tuple[EditCount, ...] = ()  # what the reward promotes: edits among gained and lost rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +103,15 @@ class Breakdown:
 
 
 @dataclasses.dataclass(frozen=True)
+class RewardTrend:
+    """A stage's training reward log and its trend against its spread, shown beside its held-out delta."""
+
+    label: str
+    curve: RewardCurve
+    trend: Trend
+
+
+@dataclasses.dataclass(frozen=True)
 class Report:
     rows: int
     baseline: str
@@ -107,6 +123,7 @@ class Report:
     by_database: Breakdown
     test_suite: bool = False  # some verdict was decided with neighbour databases: show both accuracies
     by_gold: Breakdown | None = None  # rows on disputed golds (judged on the original only) apart, when there are some
+    rewards: tuple[RewardTrend, ...] = ()  # in stage order
 
     def breakdowns(self) -> tuple[Breakdown, ...]:
         """The breakdowns to show, in order: difficulty, database, and disputed golds when any."""
@@ -236,16 +253,37 @@ def _compare(base: Stage, cand: Stage, base_ok: list[bool | None], cand_ok: list
 
     def changed(i: int) -> ChangedRow:
         b, c = base.rows[i], cand.rows[i]
-        return ChangedRow(b.row_id, b.db_id, levels[i], b.question, b.gold, b.sql, c.sql, b.outcome, c.outcome)
+        return ChangedRow(b.row_id, b.db_id, levels[i], b.question, b.gold, b.sql, c.sql, b.outcome, c.outcome,
+                          edits_between(b.gold, b.sql, c.sql))
 
     gained = tuple(changed(i) for i in both if cand_ok[i] and not base_ok[i])
     lost = tuple(changed(i) for i in both if base_ok[i] and not cand_ok[i])
-    return Comparison(cand.label, result, gained, lost)
+    table = tally([(r.row_id, r.edits) for r in gained], [(r.row_id, r.edits) for r in lost])
+    return Comparison(cand.label, result, gained, lost, table)
+
+
+def _reward_trends(labels: list[str], logs: list[tuple[str, RewardCurve]], alpha: float) -> tuple[RewardTrend, ...]:
+    by_label: dict[str, RewardCurve] = {}
+    for label, curve in logs:
+        if label not in labels:
+            raise InputError(f"--reward-log {label}={curve.path}: {label!r} is not one of the stages ({', '.join(labels)})")
+        if label in by_label:
+            raise InputError(f"two reward logs for {label} ({by_label[label].path} and {curve.path}): give one per stage")
+        by_label[label] = curve
+    trends = []
+    for label in (x for x in labels if x in by_label):
+        curve = by_label[label]
+        try:
+            trends.append(RewardTrend(label, curve, fit_trend(curve.steps, curve.rewards, alpha=alpha)))
+        except TrendError as exc:
+            raise RewardLogError(f"{curve.path} ({curve.source}, {curve.key}): {exc}") from None
+    return tuple(trends)
 
 
 def build_report(stages: list[Stage], baseline: str | None = None, *, alpha: float = 0.05,
-                 test: str = "chi2") -> Report:
-    """The whole report from stages already checked by ``load_stages``."""
+                 test: str = "chi2", reward_logs: list[tuple[str, RewardCurve]] | None = None) -> Report:
+    """The whole report from stages already checked by ``load_stages``, with each stage's reward log
+    (label, curve) read by ``harness.report.reward_log``."""
     labels = [s.label for s in stages]
     baseline = labels[0] if baseline is None else baseline
     if baseline not in labels:
@@ -275,4 +313,4 @@ def build_report(stages: list[Stage], baseline: str | None = None, *, alpha: flo
                   comparisons=comparisons,
                   by_level=_breakdown("difficulty", levels, list(LEVELS) + [UNCLASSIFIED], flags),
                   by_database=_breakdown("database", dbs, sorted(set(dbs)), flags), test_suite=test_suite,
-                  by_gold=by_gold)
+                  by_gold=by_gold, rewards=_reward_trends(labels, reward_logs or [], alpha))

@@ -8,16 +8,13 @@ candidate with the paired p. It loads nothing: no script, no stylesheet, no font
 from __future__ import annotations
 
 import html
-import io
-import re
-from typing import TYPE_CHECKING
 
+from harness.report import charts
 from harness.report.compare import Breakdown, ChangedRow, Comparison, OriginalOnly, Report
 from harness.report.stats import Accuracy, format_p
+from harness.report.training_tables import REWARD_HEADING, edit_caption, edit_list, edit_rows, edit_title, reward_rows, reward_sentence
 
-if TYPE_CHECKING:  # matplotlib itself is imported only when a chart is drawn
-    from matplotlib.figure import Figure
-
+EXAMPLE_WIDTH = 48  # characters of an edit's example in the terminal (files show it whole)
 TEST_NAMES = {"chi2": "McNemar chi-squared with continuity correction", "exact": "exact binomial McNemar"}
 
 
@@ -103,21 +100,15 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 def terminal(report: Report, *, show_changed: int = 5) -> str:
     """The report as plain text: tables, then up to ``show_changed`` changed rows per list."""
     parts = [_heading(report), "", _table(*summary_rows(report))]
+    if report.rewards:
+        parts += ["", REWARD_HEADING, _table(*reward_rows(report))]
+        parts += [reward_sentence(report, item) for item in report.rewards]
     for breakdown in report.breakdowns():
         parts += ["", f"By {breakdown.title}", _table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
-        parts += ["", f"Changed rows, {comp.label} against {report.baseline}: "
-                      f"{comp.paired.gained} gained, {comp.paired.lost} lost"]
-        width = max(len(report.baseline), len(comp.label), 4) + 2
-        for kind, rows in _changed_lists(comp):
-            sign = "+" if kind == "gained" else "-"
-            for row in rows[:show_changed]:
-                parts += [f"  {sign} {row.row_id}  {row.db_id}  {row.level}  {row.question}",
-                          f"      {'gold':<{width}}{_sql(row.gold)}",
-                          f"      {report.baseline:<{width}}{_sql(row.baseline_sql)}  [{row.baseline_outcome}]",
-                          f"      {comp.label:<{width}}{_sql(row.candidate_sql)}  [{row.candidate_outcome}]"]
-            if len(rows) > show_changed:
-                parts.append(f"  ... {len(rows) - show_changed} more {kind} (see --markdown or --html)")
+        parts += ["", f"{edit_title(report, comp)}. {edit_caption(report, comp)}"]
+        parts.append(_table(*edit_rows(comp, width=EXAMPLE_WIDTH)) if comp.edit_table else "No changed rows.")
+        parts += _terminal_changed(report, comp, show_changed)
     for label, only in _original_only(report):
         parts += ["", f"Accepted by the original database only, {label}: {len(only)} (a neighbour database "
                       "returned other rows)"]
@@ -127,6 +118,24 @@ def terminal(report: Report, *, show_changed: int = 5) -> str:
         if len(only) > show_changed:
             parts.append(f"  ... {len(only) - show_changed} more (see --markdown or --html)")
     return "\n".join(parts)
+
+
+def _terminal_changed(report: Report, comp: Comparison, show_changed: int) -> list[str]:
+    """The changed rows side by side, each with its edits."""
+    parts = ["", f"Changed rows, {comp.label} against {report.baseline}: "
+                 f"{comp.paired.gained} gained, {comp.paired.lost} lost"]
+    width = max(len(report.baseline), len(comp.label), 5) + 2
+    for kind, rows in _changed_lists(comp):
+        sign = "+" if kind == "gained" else "-"
+        for row in rows[:show_changed]:
+            parts += [f"  {sign} {row.row_id}  {row.db_id}  {row.level}  {row.question}",
+                      f"      {'gold':<{width}}{_sql(row.gold)}",
+                      f"      {report.baseline:<{width}}{_sql(row.baseline_sql)}  [{row.baseline_outcome}]",
+                      f"      {comp.label:<{width}}{_sql(row.candidate_sql)}  [{row.candidate_outcome}]",
+                      f"      {'edits':<{width}}{edit_list(row.edits)}"]
+        if len(rows) > show_changed:
+            parts.append(f"  ... {len(rows) - show_changed} more {kind} (see --markdown or --html)")
+    return parts
 
 
 # -- Markdown --------------------------------------------------------------------------------------
@@ -142,17 +151,23 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
 
 def _changed_table(report: Report, comp: Comparison, rows: tuple[ChangedRow, ...]) -> tuple[list[str], list[list[str]]]:
     headers = ["row", "database", "level", "question", "gold", f"{report.baseline} SQL", f"{comp.label} SQL",
-               f"outcome ({report.baseline} -> {comp.label})"]
+               f"outcome ({report.baseline} -> {comp.label})", "edits"]
     return headers, [[r.row_id, r.db_id, r.level, r.question, _sql(r.gold), _sql(r.baseline_sql),
-                      _sql(r.candidate_sql), f"{r.baseline_outcome} -> {r.candidate_outcome}"] for r in rows]
+                      _sql(r.candidate_sql), f"{r.baseline_outcome} -> {r.candidate_outcome}", edit_list(r.edits)]
+                     for r in rows]
 
 
 def markdown(report: Report) -> str:
     """The report as Markdown (GitHub tables), every changed row included."""
     parts = ["# Evaluation report", "", _heading(report) + ".", "", _md_table(*summary_rows(report))]
+    if report.rewards:
+        parts += ["", f"## {REWARD_HEADING}", "", _md_table(*reward_rows(report)), ""]
+        parts += [f"- {_md_cell(reward_sentence(report, item))}" for item in report.rewards]
     for breakdown in report.breakdowns():
         parts += ["", f"## By {breakdown.title}", "", _md_table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
+        parts += ["", f"## {edit_title(report, comp)}", "", edit_caption(report, comp), ""]
+        parts.append(_md_table(*edit_rows(comp)) if comp.edit_table else "No changed rows.")
         parts += ["", f"## Changed rows: {comp.label} against {report.baseline}"]
         for kind, rows in _changed_lists(comp):
             parts += ["", f"### {kind.capitalize()} ({len(rows)})", ""]
@@ -178,46 +193,20 @@ def _html_table(headers: list[str], rows: list[list[str]], sql_columns: frozense
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def chart_figure(report: Report) -> Figure:
-    """The chart as a matplotlib Figure: accuracy per stage (95% intervals), gained and lost bars."""
-    from matplotlib.figure import Figure
-
-    stages, comps = report.stages, report.comparisons
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    left, right = fig.subplots(1, 2, width_ratios=[max(len(stages), 2), max(len(comps), 2)])
-    values = [s.accuracy.value if s.accuracy.n else 0.0 for s in stages]
-    errors = [[v - s.accuracy.low for v, s in zip(values, stages)],
-              [s.accuracy.high - v for v, s in zip(values, stages)]]
-    x = list(range(len(stages)))
-    left.bar(x, values, yerr=errors, capsize=6,
-             color=["#8c8c8c" if s.label == report.baseline else "#4c72b0" for s in stages])
-    left.set_xticks(x, [s.label for s in stages])
-    left.set_ylim(0, 1)
-    left.set_ylabel("execution accuracy")
-    left.set_title("Accuracy per stage (95% interval; grey: baseline)")
-    for i, v in enumerate(values):
-        left.annotate(f"{v:.3f}", (i, v), textcoords="offset points", xytext=(8, 3), fontsize=9)
-    xs = list(range(len(comps)))
-    right.bar([i - 0.2 for i in xs], [c.paired.gained for c in comps], width=0.4, color="#55a868", label="gained")
-    right.bar([i + 0.2 for i in xs], [c.paired.lost for c in comps], width=0.4, color="#c44e52", label="lost")
-    right.set_xticks(xs, [f"{c.label}\np {format_p(c.paired.p_value)}" for c in comps])
-    right.set_ylabel("rows")
-    right.set_title(f"Rows gained and lost against {report.baseline}")
-    right.legend()
-    return fig
-
-
 def chart_svg(report: Report) -> str:
-    """The chart as an inline ``<svg>`` element (no XML prologue, no metadata, no external reference)."""
-    import matplotlib
+    """The accuracy chart as an inline ``<svg>`` element (no XML prologue, no metadata, no external reference)."""
+    return charts.figure_svg(charts.accuracy_figure(report))
 
-    # fixed ids and text kept as text: the same report gives the same bytes, and labels stay searchable
-    with matplotlib.rc_context({"svg.hashsalt": "spider-scoring", "svg.fonttype": "none"}):
-        buffer = io.StringIO()
-        chart_figure(report).savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    svg = buffer.getvalue()
-    svg = svg[svg.index("<svg"):]  # drop the XML declaration and DOCTYPE (which names a URL)
-    return re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.DOTALL)
+
+def _html_rewards(report: Report) -> list[str]:
+    """The reward section: its table, the verdicts in words, the chart of every log."""
+    if not report.rewards:
+        return []
+    sentences = "".join(f"<li>{html.escape(reward_sentence(report, item))}</li>" for item in report.rewards)
+    svg = charts.figure_svg(charts.reward_figure(report.rewards))
+    return [f"<h2>{html.escape(REWARD_HEADING)}</h2>", _html_table(*reward_rows(report)), f"<ul>{sentences}</ul>",
+            f'<figure id="reward-chart">{svg}<figcaption>Mean reward per logged step, its least-squares line, and '
+            "the band of one residual standard deviation around the line.</figcaption></figure>"]
 
 
 def html_page(report: Report) -> str:
@@ -229,9 +218,12 @@ def html_page(report: Report) -> str:
              f'<figure id="chart">{chart_svg(report)}<figcaption>Execution accuracy per stage with 95% '
              "(Wilson) intervals; rows gained and lost against the baseline, with the paired p."
              "</figcaption></figure>"]
+    parts += _html_rewards(report)
     for breakdown in report.breakdowns():
         parts += [f"<h2>By {html.escape(breakdown.title)}</h2>", _html_table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
+        parts += [f"<h2>{html.escape(edit_title(report, comp))}</h2>", f"<p>{html.escape(edit_caption(report, comp))}</p>",
+                  _html_table(*edit_rows(comp)) if comp.edit_table else "<p>No changed rows.</p>"]
         parts.append(f"<h2>Changed rows: {html.escape(comp.label)} against {html.escape(report.baseline)}</h2>")
         for kind, rows in _changed_lists(comp):
             parts.append(f"<h3>{kind.capitalize()} ({len(rows)})</h3>")

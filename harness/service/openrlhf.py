@@ -10,21 +10,33 @@ for dynamic filtering and ``extra_logs``, each a list it logs beside its own met
 Each item becomes one grader envelope: ``output`` is the query's text after its prompt, with a
 trailing end-of-sequence marker of another template removed (``<|...|>`` tokens the bundle removes
 itself), ``input`` the prompt, ``expected`` the label. The answer, one entry per item:
-``rewards`` and ``scores`` (the score; ``null`` for a row the bundle cannot score: OpenRLHF takes
-numbers only, so it stops on it, as verl does on the bundle's error, instead of training on a 0),
-``extra_logs`` ``{"spider/<outcome>": [1.0 or 0.0, ...]}`` (OpenRLHF logs each key's mean: the
-share of each outcome), and ``outcomes`` / ``explanations`` for a reader.
+
+* ``rewards`` and ``scores``: the score; for an item the bundle cannot score, NaN (JSON ``NaN``,
+  which OpenRLHF's clients parse). OpenRLHF turns every entry into a tensor, so ``null`` stops it
+  ("Could not infer dtype of NoneType") and the reason is never seen. NaN is no score it could train
+  on as one: with its dynamic filtering on, a prompt whose group's mean score is not inside the range
+  is dropped and replaced, and NaN is inside no range, so the group is masked, never paid. Without
+  dynamic filtering the NaN reaches the advantages and the step's loss: docs/service.md says which
+  flags to give OpenRLHF, and what that costs (the group's other answers go with it).
+* ``extra_logs``: the same keys in every answer (OpenRLHF merges them across the batch and logs each
+  key's mean beside its own metrics): ``spider/<outcome>`` one-hot per outcome, ``spider/unscored``
+  and ``spider/unscored/<reason>`` one-hot per cause (``REASONS``: the bundle's error codes and the
+  service's own), so OpenRLHF's step log says how many answers went unscored and why.
+* ``outcomes``, ``reasons``, ``explanations`` and ``unscored`` for a reader (OpenRLHF ignores them).
 
 >>> envelopes({"query": ["<s>Q: how many?\\nA: SELECT 1</s>"], "prompts": ["<s>Q: how many?\\nA:"], "labels": ["SELECT 2"]})
 [{'input': '<s>Q: how many?\\nA:', 'output': ' SELECT 1', 'expected': 'SELECT 2'}]
->>> answer([{"score": 1.0, "outcome": "match", "explanation": ""}], ("match", "mismatch"))["extra_logs"]
-{'spider/match': [1.0], 'spider/mismatch': [0.0]}
+>>> logs = answer([{"score": 1.0, "outcome": "match", "explanation": ""}], ("match", "mismatch"))["extra_logs"]
+>>> logs["spider/match"], logs["spider/mismatch"], logs["spider/unscored"], logs["spider/unscored/stale_bundle"]
+([1.0], [0.0], [0.0], [0.0])
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from harness.common.outcomes import BUNDLE_ERRORS, UNSCORED_OUTCOMES
 from harness.service.bundle import GradeError
 
 PATH = "/openrlhf"
@@ -77,12 +89,45 @@ def _item_error(i: int, why: str) -> GradeError:
     return GradeError(422, "InvalidOpenRLHFItem", "request_error", f"item {i} cannot be graded: {why}")
 
 
+# Why an item is unscored, a closed set (the keys of extra_logs must be the same in every answer): the
+# bundle's error codes, then the service's own errors; "other" for any cause outside them.
+SERVICE_REASONS = {"WorkerTimeout": "worker_timeout", "WorkerStopped": "worker_stopped",
+                   "WorkerMemoryLimit": "worker_memory_limit", "RequestDeadline": "request_deadline",
+                   "InternalError": "internal_error", "InvalidOpenRLHFItem": "invalid_item"}
+REASONS: tuple[str, ...] = (*BUNDLE_ERRORS, *SERVICE_REASONS.values(), "other")
+_BUNDLE_CODE = {e.name: code for code, e in BUNDLE_ERRORS.items()}
+_BUNDLE_EXIT = {e.exit_code: code for code, e in BUNDLE_ERRORS.items()}
+_OUTCOME_REASON = {"infrastructure_timeout": "scoring_timeout", "gold_error": "gold_query"}
+
+
+def reason(result: dict[str, Any]) -> str:
+    """Why an item has no score, from the REASONS (its error body names the cause, or its outcome does).
+
+    >>> reason({"error": "StaleBundleError", "outcome": "infrastructure_error"}), reason({"error": "WorkerTimeout"})
+    ('stale_bundle', 'worker_timeout')
+    """
+    error, exit_code, outcome = str(result.get("error")), result.get("exit_code"), str(result.get("outcome"))
+    found = _BUNDLE_CODE.get(error) or SERVICE_REASONS.get(error)
+    if found is None and isinstance(exit_code, int):
+        found = _BUNDLE_EXIT.get(exit_code)
+    return found or _OUTCOME_REASON.get(outcome, "other")
+
+
+def _score(result: dict[str, Any]) -> float | None:
+    score = result.get("score")
+    return float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None
+
+
 def answer(results: list[dict[str, Any]], outcomes: tuple[str, ...]) -> dict[str, Any]:
-    """OpenRLHF's answer for the items' results (grader answers or error bodies), in order."""
-    rewards = [r.get("score") for r in results]
-    names = tuple(outcomes) + tuple(sorted({r["outcome"] for r in results} - set(outcomes)))
-    return {"rewards": rewards, "scores": rewards,
-            "extra_logs": {f"spider/{name}": [float(r["outcome"] == name) for r in results] for name in names},
-            "outcomes": [r["outcome"] for r in results],
+    """OpenRLHF's answer for the items' results (grader answers or error bodies), in order (module docstring)."""
+    names = tuple(dict.fromkeys((*outcomes, *UNSCORED_OUTCOMES, "request_error", "other")))
+    scores = [_score(r) for r in results]
+    seen = [r.get("outcome") if r.get("outcome") in names else "other" for r in results]
+    why = ["" if score is not None else reason(r) for r, score in zip(results, scores)]
+    logs = {f"spider/{name}": [float(o == name) for o in seen] for name in names}
+    logs["spider/unscored"] = [float(score is None) for score in scores]
+    logs.update({f"spider/unscored/{code}": [float(w == code) for w in why] for code in REASONS})
+    rewards = [math.nan if score is None else score for score in scores]
+    return {"rewards": rewards, "scores": rewards, "extra_logs": logs, "outcomes": seen, "reasons": why,
             "explanations": [r.get("explanation", r.get("message", "")) for r in results],
-            "unscored": sum(1 for r in rewards if r is None)}
+            "unscored": sum(score is None for score in scores)}
