@@ -11,9 +11,14 @@ Layout (written by the harness's ``prepare``; README, "Bundle data layout")::
      "cost_model": {"version": 2, "max_cell_bytes": 512, ...},
      "databases": {"<db_id>": {"file": "databases/<db_id>.sqlite", "sha256": "...",
                                "bytes": 12345, "schema": ["singer(Singer_ID, Name)", ...]}},
-     "rows": [{"id": "train-00000", "split": "train", "db_id": "<db_id>", "gold": "SELECT ..."}],
+     "rows": [{"id": "train-00000", "split": "train", "db_id": "<db_id>", "gold": "SELECT ...",
+               "disputed": "<id>"}],           # "disputed" only on rows whose gold is disputed
+     "disputed_golds": {"<id>": {"kind": "wrong bound", "reason": "..."}},  # when some row is
      "gold_results": {"<db_id>": {"<gold text>": {"ncols": 1, "rows": [[3]], "ordered": false,
                                                   "segments": null, "steps": 2000}}}}
+
+A row whose gold is disputed (wrong or narrower than its question: docs/disputed-golds.md) names the
+entry; every row with that (database, gold) is judged on the original database only (``disputed``).
 
 ``reward_shape`` (optional) is the shape the reward pays by (``reward_shapes``: ``name``, ``values``
 per outcome, ``bounds``, and for ``sql-r1`` its ``bonus`` and ``parts``); without it the reward is
@@ -109,6 +114,8 @@ class BundleData:
         self.databases: dict[str, dict] = index["databases"]
         self._golds_by_db: dict[str, dict[str, str]] = {}
         self._dbs_by_gold: dict[str, list[str]] = {}
+        self._disputed: dict[tuple[str, str], str] = {}  # (db_id, normalized gold) -> the entry's id
+        self.disputed_golds: dict[str, dict] = index.get("disputed_golds") or {}
         self.rows_by_id: dict[str, dict] = {}
         for row in index["rows"]:
             db_id, gold = row["db_id"], row["gold"]
@@ -120,6 +127,8 @@ class BundleData:
             dbs = self._dbs_by_gold.setdefault(key, [])
             if db_id not in dbs:
                 dbs.append(db_id)
+            if row.get("disputed"):
+                self._disputed.setdefault((db_id, key), str(row["disputed"]))
             self.rows_by_id[str(row["id"])] = row
         self._stored_results = index.get("gold_results") or {}
         self._neighbour_results = index.get("neighbour_results") or {}
@@ -183,6 +192,16 @@ class BundleData:
             name = f"neighbour {i + 1} of {resolved.db_id}"
             out.append((name, self._checked_path(name, entry), entry["sha256"], result if usable else None))
         return out
+
+    def disputed(self, resolved: Resolved) -> tuple[str, str] | None:
+        """(id, reason) when the row's gold is disputed on its database (any row with it says so), else None.
+
+        Such a row is judged on the original database only (docs/bundle.md, "Disputed golds").
+        """
+        found = self._disputed.get((resolved.db_id, normalize_gold(resolved.gold))) if self._disputed else None
+        if found is None:
+            return None
+        return found, str((self.disputed_golds.get(found) or {}).get("reason", "listed as disputed"))
 
     def invariants(self, db_id: str) -> dict | None:
         """What every neighbour of ``db_id`` keeps (``neighbour_invariants``), or None: built without neighbours."""
@@ -261,6 +280,7 @@ class BundleData:
     def describe(self) -> dict:
         """What a health check reports: where the data is and which SQLite built and runs it."""
         return {"root": self.root, "databases": len(self.databases), "rows": len(self.rows_by_id),
+                "disputed_golds": len(set(self._disputed.values())),
                 "neighbour_databases": sum(len(d.get("neighbours") or []) for d in self.databases.values()),
                 "sqlite_version_built": self.sqlite_version, "sqlite_version_runtime": sqlite3.sqlite_version,
                 "cost_model_built": self.cost_model,

@@ -64,7 +64,7 @@ class Scored:
 
     @property
     def on_neighbour(self) -> bool:
-        return self.decided_on not in ("original", "test suite")
+        return not (verify_mod.decided_on_original(self.decided_on) or self.decided_on == "test suite")
 
     def fields(self) -> dict:
         """The dict verl's managers put in ``reward_extra_info`` (the same keys for every item of a

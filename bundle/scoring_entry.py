@@ -226,7 +226,7 @@ def _verdict(call: RowCall, limits: Limits, data: bundle_index.BundleData, calle
     resolved = plan.resolved
     verdict = verify_mod.verify(call.completion, resolved.gold, resolved.path, limits=limits, known_gold=plan.gold,
                                 cache=data.cache, database_key=resolved.sha256, neighbours=plan.neighbours,
-                                search=plan.search)
+                                search=plan.search, disputed=plan.disputed)
     outcome = verdict.outcome
     if outcome == verify_mod.GOLD_ERROR:
         raise GoldQueryError(f"the gold of this row failed on database {resolved.db_id!r} ({verdict.detail}); "
@@ -246,13 +246,15 @@ class _Plan(NamedTuple):
     neighbours and its search. Kept per (gold, db_id, row_id, caller, limits) in the bundle's
     ``plans`` once the gold's result is known and the hints alone named the database (a
     resolution that needed the prompt is redone per call), so a call to a row seen before goes
-    straight to ``verify``."""
+    straight to ``verify``. A disputed gold (docs/disputed-golds.md) has neither neighbours nor a
+    search: it is judged on the original database only, so neither can enforce its mistake."""
 
     limits: Limits
     resolved: bundle_index.Resolved
     gold: gold_results.GoldResult | None
     neighbours: tuple[verify_mod.Neighbour, ...]
     search: Callable[[str, gold_results.GoldResult], verify_mod.Searched] | None
+    disputed: verify_mod.Disputed | None = None
 
 
 _MAX_PLANS = 65_536  # rows kept per bundle; past it the plans start again (a dataset has a few thousand)
@@ -275,8 +277,12 @@ def _plan(data: bundle_index.BundleData, call: RowCall, limits: Limits, caller: 
         return found  # type: ignore[return-value]
     by_hints = data.resolve_by_hints(call.gold, call.db_id, call.row_id)
     resolved = by_hints or data.resolve_by_gold(call.gold, call.db_id, call.row_id, call.prompt)
-    plan = _Plan(limits, resolved, data.gold_result(resolved, limits), _neighbours(data, resolved, limits),
-                 _search(data, resolved, limits, caller))
+    found = data.disputed(resolved)
+    if found is not None:
+        plan = _Plan(limits, resolved, data.gold_result(resolved, limits), (), None, verify_mod.Disputed(*found))
+    else:
+        plan = _Plan(limits, resolved, data.gold_result(resolved, limits), _neighbours(data, resolved, limits),
+                     _search(data, resolved, limits, caller))
     if by_hints is not None and plan.gold is not None:
         if len(data.plans) >= _MAX_PLANS:
             data.plans.clear()

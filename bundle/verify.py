@@ -77,6 +77,30 @@ _PREDICTION_KIND = {
 _GOLD_KIND = {sql_guard.WALL_GUARD: INFRASTRUCTURE_TIMEOUT, sql_guard.INFRASTRUCTURE: INFRASTRUCTURE_ERROR}
 
 SQLITE_VERSION = sqlite3.sqlite_version
+DISPUTED_PREFIX = "original (disputed gold: "  # decided_on of a row whose gold is disputed: "original (disputed gold: <id>)"
+
+
+class Disputed(NamedTuple):
+    """A disputed gold (docs/disputed-golds.md): the row is judged on the original database only."""
+
+    id: str
+    reason: str
+
+
+def disputed_id(decided_on: str) -> str | None:
+    """The disputed gold's id that ``decided_on`` names, or None.
+
+    >>> disputed_id("original (disputed gold: pets_1-youngest-dog)"), disputed_id("test suite")
+    ('pets_1-youngest-dog', None)
+    """
+    if decided_on.startswith(DISPUTED_PREFIX) and decided_on.endswith(")"):
+        return decided_on[len(DISPUTED_PREFIX):-1]
+    return None
+
+
+def decided_on_original(decided_on: str) -> bool:
+    """Whether ``decided_on`` names the original database (its own verdict, or a disputed gold's)."""
+    return decided_on == "original" or decided_on.startswith(DISPUTED_PREFIX)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,8 +122,9 @@ class Verdict:
     budget_steps: int | None = None
     steps: int | None = None  # VM steps the predicted query took on the original (or had taken when stopped)
     original_score: float | None = None  # the verdict of the original database alone
-    decided_on: str = "original"  # "original", the neighbour or search database whose result differed, or
-    # "test suite" (every one agreed)
+    decided_on: str = "original"  # "original", the neighbour or search database whose result differed,
+    # "test suite" (every one agreed), or "original (disputed gold: <id>)" (judged there only: ``disputed``)
+    disputed: str | None = None  # the id of the disputed gold the row was judged by, on the original only
     neighbours_checked: int = 0
     searched: int = 0  # databases the counterexample search generated and judged
     prediction_s: float = 0.0
@@ -242,7 +267,8 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
            is_sql: bool = False, known_gold: gold_results.GoldResult | None = None,
            cache: gold_results.GoldCache | None = None, database_key: str | None = None,
            neighbours: tuple[Neighbour, ...] | list[Neighbour] = (),
-           search: Callable[[str, gold_results.GoldResult], Searched] | None = None) -> Verdict:
+           search: Callable[[str, gold_results.GoldResult], Searched] | None = None,
+           disputed: Disputed | None = None) -> Verdict:
     """Score one completion against a gold query on the SQLite file ``database``.
 
     ``is_sql``: the completion is already a query (no extraction). ``known_gold``: the gold's result,
@@ -259,6 +285,11 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     ``search``: when given, a completion that matched everywhere so far is passed to it with the
     gold's result on ``database`` (the counterexample search, ``neighbour_search``); a database it
     finds decides the verdict.
+
+    ``disputed``: the gold is disputed (wrong or narrower than its question): the completion is
+    judged on ``database`` only, neither neighbours nor search can enforce the gold's mistake, and
+    the verdict says so (``decided_on`` ``original (disputed gold: <id>)``, the detail's opening,
+    ``disputed``).
     """
     started = time.monotonic()
     gold_s, cached = 0.0, True
@@ -275,8 +306,10 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
         gold_s = 0.0 if cached else time.monotonic() - t0
     shape = known_gold.shape
     budget = limits.budget_steps(known_gold.steps)
-    base = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached, gold_s=gold_s,
-                gold_steps=known_gold.steps, budget_steps=budget)
+    base: dict[str, object] = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached,
+                                   gold_s=gold_s, gold_steps=known_gold.steps, budget_steps=budget)
+    if disputed is not None:  # every verdict of the row says it was judged on the original only
+        base.update(decided_on=f"{DISPUTED_PREFIX}{disputed.id})", disputed=disputed.id)
     no_query = "no SQL query found in the completion"
     if is_sql:
         sql, second = (completion.strip() if isinstance(completion, str) else None), None
@@ -297,6 +330,10 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     outcome, score, detail, steps, prediction_s, compare_s = judge(database, sql, known_gold, limits,
                                                                    budget_steps=budget)
     original_score, decided_on, checked, searched = score, "original", 0, 0
+    if disputed is not None:
+        return _finish(started, outcome, score, f"judged on the original database only, its gold is disputed "
+                       f"({disputed.id}: {disputed.reason}): {detail}", sql, steps=steps, prediction_s=prediction_s,
+                       compare_s=compare_s, original_score=original_score, **base)
     if outcome == MATCH and limits.semantics == "neighbours" and (neighbours or search is not None):
         beyond = _beyond_original(sql, neighbours, search, known_gold, limits)
         checked, searched = beyond.checked, beyond.searched

@@ -36,6 +36,7 @@ from harness.commands.bench_search import golds_by_db, neighbours_of, searcher
 from harness.common import mutate
 from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data, job, pack, splits
+from harness.prepare import disputed as disputed_golds
 from harness.prepare.neighbours import attach, distil
 from harness.prepare.spider_files import SpiderFiles
 
@@ -45,15 +46,19 @@ ROOT = Path(__file__).resolve().parents[2]
 def stage_dev_bundle(spider: Path, dest: Path, limit: int | None = None,
                      databases: Collection[str] | None = None) -> list[dict]:
     """Stage a bundle (no neighbours) over the first ``limit`` dev rows whose database is present
-    (only those of ``databases`` when given); return those rows."""
+    (only those of ``databases`` when given), the rows of disputed golds marked as prepare marks
+    them (judged on the original only: harness.prepare.disputed); return those rows."""
     rows = json.loads((spider / "dev.json").read_text(encoding="utf-8"))
     keep = [r for r in rows if (spider / "database" / r["db_id"] / f"{r['db_id']}.sqlite").is_file()
             and (databases is None or r["db_id"] in databases)][:limit]
     for src in (ROOT / "bundle").glob("*.py"):
         shutil.copy2(src, dest / src.name)
-    index_rows = [bundle_data.IndexRow(f"eval-{i:05d}", "eval", r["db_id"], r["query"]) for i, r in enumerate(keep)]
+    listed = disputed_golds.load()
+    marks = [listed.match(r["db_id"], r["query"]) for r in keep]
+    index_rows = [bundle_data.IndexRow(f"eval-{i:05d}", "eval", r["db_id"], r["query"], m.id if m else None)
+                  for i, (r, m) in enumerate(zip(keep, marks))]
     dbs = {r["db_id"]: spider / "database" / r["db_id"] / f"{r['db_id']}.sqlite" for r in keep}
-    bundle_data.write_bundle_data(dest, index_rows, dbs)
+    bundle_data.write_bundle_data(dest, index_rows, dbs, disputed=listed.summaries(m.id for m in marks if m))
     return keep
 
 
@@ -61,7 +66,7 @@ def default_splits(spider: Path, work: Path) -> dict:
     out = {}
     for name, plan in (("without", job.NeighbourPlan(())), ("with", job.NeighbourPlan())):
         catalog = splits.Catalog.from_folder(spider / "database", job.DEFAULT_MAX_SCHEMA)
-        rules = splits.Rules(catalog, splits.GoldChecker(), False, False)
+        rules = splits.Rules(catalog, splits.GoldChecker(), False, False, disputed_golds.load())
         started = time.monotonic()
         summary = job.prepare(SpiderFiles(spider), rules, job.DEFAULT_SIZES, work / name, origin=str(spider),
                               neighbours=plan)

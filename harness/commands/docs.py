@@ -1,5 +1,6 @@
-"""The generated reference pages: the command line (docs/reference/cli.md), from the commands' own
-argparse definitions, and the exit codes (docs/reference/exit-codes.md), from the one table.
+"""The generated pages: the command line (docs/reference/cli.md), from the commands' own argparse
+definitions, the exit codes (docs/reference/exit-codes.md), from the one table, and the disputed
+golds (docs/disputed-golds.md), from fixtures/disputed-golds.json.
 
 ``python3 -m harness.commands.docs --write`` (``make docs``) rewrites them; a test fails when one is
 out of date, so every command, option and exit code is documented as the code has it.
@@ -18,6 +19,7 @@ from pathlib import Path
 from harness.cli import COMMANDS
 from harness.common.errors import EXIT_CODES
 from harness.common.files import atomic_write_bytes
+from harness.prepare import disputed_page
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference"
 PAGE = REFERENCE / "cli.md"
@@ -75,7 +77,7 @@ def render_exit_codes() -> str:
             "([The scoring bundle](../bundle.md)).\n\n| code | name | meaning |\n|---|---|---|\n" + rows + "\n")
 
 
-PAGES = {PAGE: render, EXIT_CODES_PAGE: render_exit_codes}
+PAGES = {PAGE: render, EXIT_CODES_PAGE: render_exit_codes, disputed_page.PAGE: disputed_page.render_default}
 
 
 def write() -> list[Path]:

@@ -25,7 +25,7 @@ from bundle import reward_shapes
 from harness.common.errors import InputError
 from harness.common.files import check_writable_folder
 from harness.common.layout import DEFAULT_DATA
-from harness.prepare import job, spider_files, splits
+from harness.prepare import disputed, job, spider_files, splits
 from harness.prepare import summary as prepare_summary
 from harness.prepare.fetch_rows import DEFAULT_API_URL, RowSource
 from harness.prepare.neighbours import distil, separate
@@ -80,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep rows whose gold returns no rows in rl.jsonl (left out by default)")
     add("--keep-shared-golds", action="store_true",
         help="keep rows whose gold text is selected under another database too")
+    add("--disputed-golds", type=Path, metavar="FILE", default=disputed.DEFAULT_PATH,
+        help="the list of disputed golds: their rows are judged on the original database only and kept out of "
+             "rl.jsonl (default: the project's fixtures/disputed-golds.json; docs/disputed-golds.md)")
+    add("--keep-disputed", action="store_true",
+        help="keep rows whose gold is disputed in rl.jsonl (left out by default; still judged on the original only)")
     add("--neighbours", type=_splits, metavar="SPLITS", default=job.NeighbourPlan().splits,
         help="splits whose databases get neighbour databases, comma-separated, or none "
              f"(default {','.join(job.NeighbourPlan().splits)})")
@@ -213,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             catalog = splits.Catalog.from_folder(args.databases, args.max_schema)
             source, origin = questions_source(args)
-        rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds)
+        rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds,
+                             disputed.load(args.disputed_golds), args.keep_disputed)
         summary = job.prepare(source, rules, _sizes(args), args.output, origin=origin, neighbours=_plan(args),
                               review=_review(args), reward_shape=shape)
     print(prepare_summary.render(summary))

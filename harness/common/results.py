@@ -11,8 +11,10 @@ Format (README, "Per-row results"), one line per row, in eval order::
 excludes such rows from its mean. It is the verdict under the bundle's semantics: with neighbour
 databases, a match on the original database that differs on a neighbour is 0.0; ``original_score``
 is the original database's verdict alone, and ``decided_on`` names the database that decided
-(``original``, a neighbour, or ``test suite`` when all agreed). Files written before neighbours
-lack the last two fields: read as ``original_score = score`` and ``decided_on = "original"``.
+(``original``, a neighbour, or ``test suite`` when all agreed; ``original (disputed gold: <id>)``
+for a row whose gold is disputed, judged on the original only: ``RowResult.disputed``). Files
+written before neighbours lack the last two fields: read as ``original_score = score`` and
+``decided_on = "original"``.
 ``outcome`` is one of harness.common.outcomes.OUTCOMES. A stage's results live at
 ``results/<stage>.jsonl`` in the prepared folder (harness.common.layout).
 """
@@ -29,6 +31,8 @@ from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
 from harness.common.jsonl import read_jsonl
 from harness.common.outcomes import OUTCOMES, Outcome
+
+DISPUTED_PREFIX = "original (disputed gold: "  # the bundle's verify.DISPUTED_PREFIX (a test holds them equal)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +52,23 @@ class RowResult:
     @property
     def scored(self) -> bool:
         return self.score is not None
+
+    @property
+    def disputed(self) -> str | None:
+        """The id of the disputed gold the row was judged by (on the original only), or None.
+
+        >>> RowResult("eval-00000", "pets_1", "q", "g", "c", None, 0.0, "mismatch", "",
+        ...           decided_on="original (disputed gold: pets_1-youngest-dog)").disputed
+        'pets_1-youngest-dog'
+        """
+        if self.decided_on.startswith(DISPUTED_PREFIX) and self.decided_on.endswith(")"):
+            return self.decided_on[len(DISPUTED_PREFIX):-1]
+        return None
+
+    @property
+    def beyond_original(self) -> bool:
+        """Whether a database beyond the original took part (a neighbour, a search database, the test suite)."""
+        return self.decided_on != "original" and self.disputed is None
 
 
 # The fields every line of a results file carries; the others have defaults (files from before

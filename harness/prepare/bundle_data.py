@@ -27,6 +27,14 @@ class IndexRow:
     split: str
     db_id: str
     gold: str
+    disputed: str | None = None  # the id of the entry disputing the gold (harness.prepare.disputed)
+
+    def as_json(self) -> dict:
+        """The index's row: ``disputed`` only where the gold is disputed (older readers ignore it)."""
+        data = dataclasses.asdict(self)
+        if data["disputed"] is None:
+            del data["disputed"]
+        return data
 
 
 class GoldFailed(Exception):
@@ -110,11 +118,14 @@ def dumps_canonical(data: object) -> bytes:
 
 def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
                       databases: Mapping[str, str | os.PathLike], *, precompute: bool = True,
-                      limits: Limits = DEFAULT_LIMITS, reward_shape: reward_shapes.Shape | None = None) -> dict:
+                      limits: Limits = DEFAULT_LIMITS, disputed: Mapping[str, dict] | None = None,
+                      reward_shape: reward_shapes.Shape | None = None) -> dict:
     """Copy the used databases under ``dest_root/data`` and write ``data/index.json``.
 
     ``databases`` maps each db_id the rows use to its source file. Returns the index written.
     With ``precompute``, every gold's result is stored (GoldFailed names a gold that fails).
+    ``disputed``: id -> {"kind", "reason"} of the disputed golds the rows name (``disputed_golds`` in
+    the index, written only when some row is disputed).
     ``reward_shape``: what the reward pays (bundle.reward_shapes), recorded as the index's
     ``reward_shape``; a binary one (the default) is not written, so a binary bundle's index is the
     same bytes as before shapes existed.
@@ -146,8 +157,14 @@ def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
         "digits": limits.float_digits,
         "cost_model": sql_functions.cost_model(limits),
         "databases": entries,
-        "rows": [dataclasses.asdict(r) for r in rows],
+        "rows": [r.as_json() for r in rows],
     }
+    used_disputed = sorted({r.disputed for r in rows if r.disputed})
+    if used_disputed:
+        missing_reasons = [d for d in used_disputed if d not in (disputed or {})]
+        if missing_reasons:
+            raise ValueError(f"no reason given for disputed gold(s) {', '.join(missing_reasons)}")
+        index["disputed_golds"] = {d: dict((disputed or {})[d]) for d in used_disputed}
     if reward_shape is not None and not reward_shape.binary:
         index["reward_shape"] = reward_shape.entry()
     if precompute:

@@ -33,6 +33,7 @@ from harness.common import prompts
 from harness.common.errors import InputError, OutputError
 from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data, splits, staging
+from harness.prepare import disputed as disputed_golds
 from harness.prepare import summary as prepare_summary
 from harness.prepare.api_cache import PageCache
 from harness.prepare.fetch_rows import CONFIG, DATASET, DEFAULT_API_URL, FetchPolicy, FilePages, RowFetcher, RowSource
@@ -106,7 +107,7 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
     prepare_summary.check_not_empty(selection, sizes)
     try:
         with staging.building(out / "bundle") as stage:  # whole or not at all: never a half-built OUT/bundle
-            index = stage_bundle(stage, selection, rules.catalog, reward_shape)
+            index = stage_bundle(stage, selection, rules.catalog, rules.disputed, reward_shape)
             built = stage_neighbours(stage, index, selection, neighbours, say)
             reviewed = review(stage) if review is not None else None
             if review is not None and reviewed is not None and reviewed.holes and neighbours.separation and built:
@@ -114,7 +115,7 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
             if reviewed is not None and reviewed.drop_rl:
                 selection = dataclasses.replace(selection, rl=[r for i, r in enumerate(selection.rl)
                                                                if i not in reviewed.drop_rl])
-                index, built = restage(stage, selection, rules.catalog, built, neighbours, reward_shape)
+                index, built = restage(stage, selection, rules, built, neighbours, reward_shape)
         rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
         for name in splits.SPLITS:
             atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
@@ -177,13 +178,13 @@ def _staged_files(built: dict[str, distil.Distilled], data: Path) -> dict[str, d
             for db_id, found in built.items()}
 
 
-def restage(stage: Path, selection: splits.Selection, catalog: splits.Catalog, built: dict[str, distil.Distilled],
+def restage(stage: Path, selection: splits.Selection, rules: splits.Rules, built: dict[str, distil.Distilled],
             plan: NeighbourPlan, reward_shape: reward_shapes.Shape | None = None) -> tuple[dict, dict[str, distil.Distilled]]:
     """Stage ``selection`` again in a fresh folder, with the neighbours already built for the databases
     it still uses, and put it in ``stage``'s place (what a review that left rows out asks for)."""
     fresh = stage.with_name(stage.name + "-again")
     fresh.mkdir()
-    index = stage_bundle(fresh, selection, catalog, reward_shape)
+    index = stage_bundle(fresh, selection, rules.catalog, rules.disputed, reward_shape)
     kept = {db_id: found for db_id, found in built.items() if db_id in index["databases"]}
     attach_neighbours(fresh, index, kept, plan)  # copies the files out of ``stage`` before it goes
     shutil.rmtree(stage)
@@ -201,20 +202,28 @@ def _chat(catalog: splits.Catalog, row: splits.SourceRow) -> dict:
     return prompts.chat_row(catalog.schema(row.db_id), row.question, row.gold)
 
 
-def index_rows(selection: splits.Selection) -> list[bundle_data.IndexRow]:
-    """Every row of the three splits, id ``<split>-<line number>``, in split and line order."""
-    return [bundle_data.IndexRow(f"{name}-{i:05d}", name, row.db_id, row.gold)
+def index_rows(selection: splits.Selection,
+               disputed: disputed_golds.DisputedList = disputed_golds.EMPTY) -> list[bundle_data.IndexRow]:
+    """Every row of the three splits, id ``<split>-<line number>``, in split and line order; a row whose
+    gold ``disputed`` names carries the entry's id."""
+    def mark(row: splits.SourceRow) -> str | None:
+        found = disputed.match(row.db_id, row.gold)
+        return None if found is None else found.id
+    return [bundle_data.IndexRow(f"{name}-{i:05d}", name, row.db_id, row.gold, mark(row))
             for name in splits.SPLITS for i, row in enumerate(selection.split(name))]
 
 
 def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalog,
+                 disputed: disputed_golds.DisputedList = disputed_golds.EMPTY,
                  reward_shape: reward_shapes.Shape | None = None) -> dict:
     """The empty folder ``dest`` as the zip will hold it: bundle/*.py, then data/ (used databases + index)."""
     for src in sorted(Path(bundle_package.__file__).resolve().parent.glob("*.py")):
         atomic_write_bytes(dest / src.name, src.read_bytes())
     databases = {db_id: catalog.files[db_id] for db_id in selection.used_databases()}
+    rows = index_rows(selection, disputed)
+    reasons = disputed.summaries(r.disputed for r in rows if r.disputed)
     try:
-        return bundle_data.write_bundle_data(dest, index_rows(selection), databases, precompute=True,
+        return bundle_data.write_bundle_data(dest, rows, databases, precompute=True, disputed=reasons,
                                              reward_shape=reward_shape)
     except bundle_data.GoldFailed as exc:  # every selected gold ran once already: a changed file?
         raise InputError(f"{exc}; it ran during selection, so a database changed meanwhile: "

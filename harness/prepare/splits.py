@@ -2,7 +2,9 @@
 
 * ``train``: the first ``train`` usable rows of the API's train split, in order;
 * ``rl``: the next ``rl`` usable train rows (questions SFT never saw); rows whose gold returns no
-  rows are left out (any query returning nothing would match them: a free reward) unless kept;
+  rows are left out (any query returning nothing would match them: a free reward) unless kept, and
+  so are rows whose gold is disputed (harness.prepare.disputed: the reward would pay its mistake)
+  unless kept;
 * ``eval``: the first ``eval`` usable validation rows, on databases no train or rl row uses; a
   validation row on such a database is an error, not a skip (the release would be mixed up).
 
@@ -14,7 +16,7 @@ not tell from the gold alone which database the row means. Leaving rows out can 
 which could share a gold in turn, so selection repeats with the shared golds excluded until none
 is left (a few passes; gold results are memoized, so a pass costs little).
 
-Standard library only (plus bundle, harness.prepare.bundle_data / errors): prepare runs as a script.
+Standard library only (plus bundle, harness.prepare.bundle_data / disputed / errors): prepare runs as a script.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from bundle.bundle_index import normalize_gold
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.sql_compare import ResultShape
 from harness.common.errors import InputError
+from harness.prepare import disputed as disputed_golds
 from harness.prepare.bundle_data import schema_lines
 
 SKIP_DATABASE_MISSING = "database missing"
@@ -38,8 +41,9 @@ SKIP_SCHEMA_TOO_LONG = "schema too long"
 SKIP_GOLD_FAILS = "gold query fails"
 SKIP_GOLD_SHARED = "gold shared with another database"
 SKIP_GOLD_EMPTY = "gold returns no rows (kept out of rl)"
+SKIP_GOLD_DISPUTED = "gold disputed (kept out of rl)"
 SKIP_REASONS = (SKIP_DATABASE_MISSING, SKIP_SCHEMA_TOO_LONG, SKIP_GOLD_FAILS, SKIP_GOLD_SHARED,
-                SKIP_GOLD_EMPTY)
+                SKIP_GOLD_EMPTY, SKIP_GOLD_DISPUTED)
 SPLITS = ("train", "rl", "eval")
 
 
@@ -179,6 +183,7 @@ class Selection:
     # Normalized golds selected under several databases: left out (default) or kept (on request).
     shared_golds: frozenset[str] = frozenset()
     passes: int = 1
+    left_out_disputed: list[SourceRow] = dataclasses.field(default_factory=list)  # train rows kept out of rl
     rows_read: dict[str, int] = dataclasses.field(default_factory=dict)  # per API split
 
     def split(self, name: str) -> list[SourceRow]:
@@ -186,6 +191,8 @@ class Selection:
 
     def skip(self, row: SourceRow, reason: str) -> None:
         self.skips.setdefault(row.source, collections.Counter())[reason] += 1
+        if reason == SKIP_GOLD_DISPUTED:
+            self.left_out_disputed.append(row)
         if reason in (SKIP_DATABASE_MISSING, SKIP_SCHEMA_TOO_LONG):
             self.skipped_databases.setdefault(reason, set()).add(row.db_id)
 
@@ -199,6 +206,13 @@ class Rules:
     golds: GoldChecker
     keep_empty_gold: bool = False
     keep_shared_golds: bool = False
+    disputed: disputed_golds.DisputedList = disputed_golds.EMPTY
+    keep_disputed: bool = False
+
+    def disputed_id(self, row: SourceRow) -> str | None:
+        """The id of the entry disputing ``row``'s gold on its database, or None."""
+        found = self.disputed.match(row.db_id, row.gold)
+        return None if found is None else found.id
 
     def skip_reason(self, row: SourceRow, excluded: frozenset[str], rl: bool) -> str | None:
         """Why ``row`` is not usable (for rl when ``rl``), or None; cheapest checks first."""
@@ -214,6 +228,8 @@ class Rules:
             return SKIP_GOLD_FAILS
         if status == "empty" and rl and not self.keep_empty_gold:
             return SKIP_GOLD_EMPTY
+        if rl and not self.keep_disputed and self.disputed_id(row) is not None:
+            return SKIP_GOLD_DISPUTED
         return None
 
 

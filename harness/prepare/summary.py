@@ -72,6 +72,20 @@ def _warnings(sizes: splits.Sizes, written: dict[str, int], stats: dict[str, dic
     return notes
 
 
+def disputed_section(selection: splits.Selection, rules: splits.Rules, index: dict) -> dict:
+    """The disputed golds (harness.prepare.disputed): the list used, the rows of each split whose gold
+    it names (judged on the original database only), and the train rows it kept out of rl."""
+    marked: dict[str, list[dict]] = {}
+    for row in index["rows"]:
+        if row.get("disputed"):
+            marked.setdefault(row["split"], []).append({"row": row["id"], "db_id": row["db_id"],
+                                                        "disputed": row["disputed"]})
+    return {"list": str(rules.disputed.path), "golds": len(rules.disputed.golds),
+            "rows": {name: marked.get(name, []) for name in splits.SPLITS},
+            "left_out_of_rl": [{"index": r.index, "db_id": r.db_id, "question": r.question,
+                                "disputed": rules.disputed_id(r)} for r in selection.left_out_disputed]}
+
+
 def neighbours(built: dict, index: dict, chosen: tuple[str, ...]) -> dict:
     """What the neighbour databases are: per database the count and bytes, the invariants they keep
     (every one, proved: ``invariants`` counts them), and what they separate."""
@@ -101,7 +115,7 @@ def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
         "source": origin,
         "settings": {"rows": sizes.train, "rl_rows": sizes.rl, "eval_rows": sizes.eval,
                      "max_schema": rules.catalog.max_schema, "keep_empty_gold": rules.keep_empty_gold,
-                     "keep_shared_golds": rules.keep_shared_golds,
+                     "keep_shared_golds": rules.keep_shared_golds, "keep_disputed": rules.keep_disputed,
                      "reward_shape": (index.get("reward_shape") or {}).get("name", "binary")},
         "rows": written,
         "rows_read": dict(selection.rows_read),
@@ -111,6 +125,7 @@ def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
         "gold_failures": [{"db_id": db_id, "gold": gold, "why": why}
                           for (db_id, gold), why in sorted(rules.golds.failures.items())],
         "databases": _databases(selection, index),
+        "disputed": disputed_section(selection, rules, index),
         "neighbours": neighbours or {"splits": [], "databases": {}, "total": {}},
         "audit": audit,  # harness.audit's document without its run fields; None when prepare ran with --no-audit
         "prompts": stats,
@@ -155,6 +170,25 @@ def _render_audit(found: dict | None) -> list[str]:
     return lines
 
 
+def _render_disputed(found: dict | None) -> list[str]:
+    """The disputed golds in a line or two: rows judged on the original only, rows kept out of rl, named."""
+    if not found:
+        return []
+    marked = {name: rows for name, rows in found["rows"].items() if rows}
+    out = found["left_out_of_rl"]
+    if not marked and not out:
+        return [f"disputed golds: none of the {found['golds']} listed is in the splits"]
+    ids = sorted({r["disputed"] for rows in marked.values() for r in rows})
+    lines = ["disputed golds (judged on the original database only): "
+             + (", ".join(f"{name} {len(rows)} rows" for name, rows in marked.items()) or "no row")
+             + (f" of {len(ids)} golds ({', '.join(ids[:4])}{', ...' if len(ids) > 4 else ''}; all named in "
+                "prepare-summary.json, disputed)" if ids else "")]
+    if out:
+        lines.append(f"  left out of rl (--keep-disputed keeps them): {len(out)}: "
+                     + ", ".join(f"train {r['index']} ({r['disputed']})" for r in out[:4]) + (", ..." if len(out) > 4 else ""))
+    return lines
+
+
 def dumps(summary: dict) -> bytes:
     return (json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
@@ -179,6 +213,7 @@ def render(summary: dict) -> str:
                  f"{len(dbs['eval'])} eval), {dbs['bytes']:,} bytes ({dbs['bytes'] / 1e6:.1f} MB)")
     for reason, names in dbs["skipped"].items():
         lines.append(f"  skipped ({reason}): {', '.join(names)}")
+    lines.extend(_render_disputed(summary.get("disputed")))
     lines.append(_render_neighbours(summary.get("neighbours") or {}))
     lines.extend(_render_audit(summary.get("audit")))
     if summary["shared_golds"]:

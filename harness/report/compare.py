@@ -13,7 +13,7 @@ it, where the bundle judged with neighbour databases, the accuracy on the origin
 and the rows only the original accepted), rows gained and lost against the baseline with McNemar's
 tests and a verdict, the changed rows side by side with the structural edits between them and the
 table of those edits (harness/report/edits.py: what the reward promotes), accuracy by Spider
-difficulty level and by database, and, given a stage's training reward log, the curve's trend against
+difficulty level, by database and, when some row's gold is disputed, by gold, and, given a stage's training reward log, the curve's trend against
 its spread beside the held-out delta (reward_log.py, trend.py). Printed as a table; written as
 Markdown and as a self-contained HTML page with charts when asked.
 """
@@ -34,6 +34,8 @@ from harness.report.stats import Accuracy, Paired
 from harness.report.trend import Trend, TrendError, fit_trend
 
 UNCLASSIFIED = "unclassified"
+DISPUTED = "disputed (judged on the original only)"  # the gold breakdown's groups (docs/disputed-golds.md)
+UNDISPUTED = "undisputed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +122,12 @@ class Report:
     by_level: Breakdown
     by_database: Breakdown
     test_suite: bool = False  # some verdict was decided with neighbour databases: show both accuracies
+    by_gold: Breakdown | None = None  # rows on disputed golds (judged on the original only) apart, when there are some
     rewards: tuple[RewardTrend, ...] = ()  # in stage order
+
+    def breakdowns(self) -> tuple[Breakdown, ...]:
+        """The breakdowns to show, in order: difficulty, database, and disputed golds when any."""
+        return (self.by_level, self.by_database) + ((self.by_gold,) if self.by_gold is not None else ())
 
 
 DEFAULT_PREPARED = Prepared(DEFAULT_DATA)
@@ -298,9 +305,12 @@ def build_report(stages: list[Stage], baseline: str | None = None, *, alpha: flo
     summaries = tuple(StageSummary(s.label, s.path, _accuracy(f), sum(x is None for x in f),
                                    _accuracy(original_correctness(s)), _original_only(s, levels))
                       for s, f in zip(stages, flags))
-    test_suite = any(r.decided_on != "original" for s in stages for r in s.rows)
+    test_suite = any(r.beyond_original for s in stages for r in s.rows)
+    disputed = [any(s.rows[i].disputed for s in stages) for i in range(len(stages[0].rows))]
+    by_gold = (_breakdown("gold", [DISPUTED if d else UNDISPUTED for d in disputed], [DISPUTED, UNDISPUTED], flags)
+               if any(disputed) else None)
     return Report(rows=len(stages[0].rows), baseline=baseline, alpha=alpha, test=test, stages=summaries,
                   comparisons=comparisons,
                   by_level=_breakdown("difficulty", levels, list(LEVELS) + [UNCLASSIFIED], flags),
                   by_database=_breakdown("database", dbs, sorted(set(dbs)), flags), test_suite=test_suite,
-                  rewards=_reward_trends(labels, reward_logs or [], alpha))
+                  by_gold=by_gold, rewards=_reward_trends(labels, reward_logs or [], alpha))

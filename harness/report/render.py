@@ -103,7 +103,7 @@ def terminal(report: Report, *, show_changed: int = 5) -> str:
     if report.rewards:
         parts += ["", REWARD_HEADING, _table(*reward_rows(report))]
         parts += [reward_sentence(report, item) for item in report.rewards]
-    for breakdown in (report.by_level, report.by_database):
+    for breakdown in report.breakdowns():
         parts += ["", f"By {breakdown.title}", _table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
         parts += ["", f"{edit_title(report, comp)}. {edit_caption(report, comp)}"]
@@ -163,7 +163,7 @@ def markdown(report: Report) -> str:
     if report.rewards:
         parts += ["", f"## {REWARD_HEADING}", "", _md_table(*reward_rows(report)), ""]
         parts += [f"- {_md_cell(reward_sentence(report, item))}" for item in report.rewards]
-    for breakdown in (report.by_level, report.by_database):
+    for breakdown in report.breakdowns():
         parts += ["", f"## By {breakdown.title}", "", _md_table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
         parts += ["", f"## {edit_title(report, comp)}", "", edit_caption(report, comp), ""]
@@ -219,7 +219,7 @@ def html_page(report: Report) -> str:
              "(Wilson) intervals; rows gained and lost against the baseline, with the paired p."
              "</figcaption></figure>"]
     parts += _html_rewards(report)
-    for breakdown in (report.by_level, report.by_database):
+    for breakdown in report.breakdowns():
         parts += [f"<h2>By {html.escape(breakdown.title)}</h2>", _html_table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
         parts += [f"<h2>{html.escape(edit_title(report, comp))}</h2>", f"<p>{html.escape(edit_caption(report, comp))}</p>",
