@@ -44,7 +44,7 @@ PREPARED := $(OUT)/prepare-summary.json
 PREPARED_FROM := $(OUT)/prepared-from
 PIPELINE := $(OUT)/pipeline.json
 BUNDLE_SOURCES := $(wildcard bundle/*.py)
-PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py)
+PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py) fixtures/disputed-golds.json
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
 .PHONY: FORCE help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
