@@ -1,5 +1,7 @@
 """`bench-ray`: grading throughput on real Spider dev pairs, the local backend against Ray with 1 and 2 workers.
 
+(Its flags: harness/commands/bench_ray.py.)
+
     python3 -m harness bench-ray --spider DIR [--pairs 1034] [--json FILE]
 
 Stages a bundle over the dev pairs (as `bench` does), packs it, and grades the same eval rows three
@@ -13,29 +15,19 @@ the run with 2 workers is graded by 2. The results of every run must be equal, o
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
-from harness.commands.bench_neighbours import stage_dev_bundle
+from harness.bench.neighbours import stage_dev_bundle
 from harness.common.bundle_loader import load_bundle
-from harness.common.errors import InputError, VerificationFailed
-from harness.common.files import atomic_write_bytes
+from harness.common.errors import VerificationFailed
 from harness.common.prompts import chat_row
 from harness.common.rows import SplitRow
 from harness.emulator.grader_job import grade_split, grader_summary
 from harness.prepare import bundle_data, pack
 from harness.raygrade.backend import RayOptions, grade_split_ray
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--spider", default=os.environ.get("SPIDER_DATA"), metavar="DIR",
-                        help="Spider folder with dev.json and database/ (default: $SPIDER_DATA)")
-    parser.add_argument("--pairs", type=int, default=1034, metavar="N", help="dev pairs graded (default: 1034, all)")
-    parser.add_argument("--json", dest="json_out", metavar="FILE", help="also write the figures to this JSON file")
 
 
 def eval_rows(root: Path, kept: list[dict]) -> tuple[list[SplitRow], list[str]]:
@@ -48,14 +40,12 @@ def eval_rows(root: Path, kept: list[dict]) -> tuple[list[SplitRow], list[str]]:
     return rows, answers
 
 
-def run(args: argparse.Namespace) -> int:
-    spider = Path(args.spider) if args.spider else None
-    if spider is None or not (spider / "dev.json").is_file():
-        raise InputError("bench-ray needs Spider: --spider DIR (or SPIDER_DATA) with dev.json and database/")
+def run(spider: Path, pairs: int) -> dict:
+    """Grading figures on ``pairs`` dev pairs: the local backend, then Ray with 1 and with 2 workers."""
     with tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp:
         root = Path(tmp) / "bundle"
         root.mkdir()
-        kept = stage_dev_bundle(spider, root, args.pairs)
+        kept = stage_dev_bundle(spider, root, pairs)
         zip_path = Path(tmp) / "spider-scoring.zip"
         pack.pack(root, zip_path)
         rows, answers = eval_rows(root, kept)
@@ -78,11 +68,7 @@ def run(args: argparse.Namespace) -> int:
             figures[f"ray_{workers}"] = ray
             if results != local:
                 raise VerificationFailed(f"Ray with {workers} worker(s) gave other results than the local backend")
-    for line in lines(figures):
-        print(line)
-    if args.json_out:
-        atomic_write_bytes(args.json_out, json.dumps(figures, indent=1, sort_keys=True).encode())
-    return 0
+    return figures
 
 
 def lines(f: dict) -> list[str]:

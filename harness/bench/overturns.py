@@ -1,11 +1,13 @@
 """`bench-overturns`: per dev database, the matches of published predictions that the neighbours and the search overturn.
 
+(Its flags: harness/commands/bench_overturns.py.)
+
 Each file given holds one system's predictions for Spider's dev set, one a line in dev order
 (line N is dev row N-1), optionally followed by a tab and the row's db_id (as TestSuiteEval's
 ``predictions/dev_*.txt`` write it; the db_id is then checked against the row; a tab followed by
 anything but a dev db_id is part of the SQL). The command
 stages a bundle over every dev row whose database is present, with the neighbours ``prepare``
-builds now (as ``bench_labels.run`` does), scores every (row, prediction) as the grader does (the
+builds now (as ``harness.bench.labels.run`` does), scores every (row, prediction) as the grader does (the
 neighbours, then the counterexample search) and prints per database: the matches on the original,
 and how many of them a neighbour overturns and how many the search overturns, as a Markdown table
 (docs/neighbours.md, "Cost and figures", holds one such table).
@@ -18,30 +20,18 @@ the search paying its whole budget for each right answer whose text differs from
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
-import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 from bundle import scoring_entry
-from harness.commands import bench_neighbours
+from harness.bench import neighbours as bench_neighbours
 from harness.common.errors import InputError
-from harness.common.files import atomic_write_bytes
 
 COLUMNS = ("rows", "original", "neighbour", "search")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("predictions", nargs="+", metavar="FILE",
-                        help="a system's dev predictions, one a line in dev order (line N is dev row N-1), "
-                             "optionally followed by a tab and the db_id")
-    parser.add_argument("--spider", default=os.environ.get("SPIDER_DATA"), metavar="DIR",
-                        help="Spider folder with dev.json and database/ (default: $SPIDER_DATA)")
-    parser.add_argument("--json", dest="json_out", help="also write the counts, and every overturn, to this JSON file")
 
 
 def read_predictions(path: Path, rows: list[dict]) -> list[str]:
@@ -109,12 +99,11 @@ def markdown(counts: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    if not args.spider or not (Path(args.spider) / "dev.json").is_file():
-        raise InputError("give --spider DIR (or SPIDER_DATA=DIR): a Spider folder with dev.json and database/")
-    spider = Path(args.spider)
+def run(spider: Path, prediction_files: list[Path]) -> dict:
+    """The counts and overturns of each system's dev predictions (one file a system), with a bundle over
+    every dev row whose database is present, staged with its neighbours now."""
     dev = json.loads((spider / "dev.json").read_text(encoding="utf-8"))
-    systems = {Path(p).stem: read_predictions(Path(p), dev) for p in args.predictions}
+    systems = {Path(p).stem: read_predictions(Path(p), dev) for p in prediction_files}
     present = [dict(r, dev_index=i) for i, r in enumerate(dev)
                if (spider / "database" / r["db_id"] / f"{r['db_id']}.sqlite").is_file()]
     work = Path(tempfile.mkdtemp(prefix="spider-bench-overturns-"))
@@ -128,15 +117,16 @@ def run(args: argparse.Namespace) -> int:
         seconds = time.monotonic() - started
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return {"systems": list(systems), "counts": counts, "overturns": overturns, "seconds": seconds}
+
+
+def print_figures(f: dict) -> None:
+    counts, systems = f["counts"], f["systems"]
     total: collections.Counter = collections.Counter()
     for c in counts.values():
         total.update(c)
     print(f"overturns of {len(systems)} systems' dev predictions ({', '.join(systems)}), {total['rows']:,} rows on "
           f"{len(counts)} databases, {total['original']:,} matches on the original: {total['neighbour']} overturned by "
           f"a neighbour, {total['search']} by the search ({(total['neighbour'] + total['search']) / max(total['original'], 1):.1%}); "
-          f"{seconds:.0f} s")
+          f"{f['seconds']:.0f} s")
     print(markdown(counts))
-    if args.json_out:
-        atomic_write_bytes(args.json_out, json.dumps({"systems": list(systems), "counts": counts,
-                                                      "overturns": overturns}, indent=1).encode())
-    return 0
