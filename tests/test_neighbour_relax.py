@@ -89,9 +89,17 @@ LINK = "total link Reservations(Room) -> Rooms(RoomId)"
     ("SELECT roomName FROM Rooms WHERE RoomId IN (SELECT Room FROM Reservations)", []),
     ("SELECT RoomId FROM Rooms EXCEPT SELECT 'RND'", []),
     ("SELECT count(*) FROM Rooms WHERE roomName IS NULL AND basePrice > 100", ["column without NULL Rooms.roomName"]),
+    ("SELECT T1.LastName FROM Reservations AS T1 JOIN Rooms AS T2 ON T1.Room = T2.RoomId WHERE T2.beds = 1 EXCEPT "
+     "SELECT T1.LastName FROM Reservations AS T1 JOIN Rooms AS T2 ON T1.Room = T2.RoomId WHERE T2.basePrice > 100", []),
+    ("SELECT T2.roomName FROM Reservations AS T1 JOIN Rooms AS T2 ON T1.Room = T2.RoomId "
+     "WHERE T1.Code NOT IN (SELECT Code FROM Reservations WHERE Rate > 110)", []),
+    ("SELECT beds FROM Rooms WHERE basePrice > 100 AND RoomId NOT IN (SELECT Room FROM Reservations) ORDER BY beds",
+     [LINK]),
 ], ids=["NOT IN over the child", "NOT EXISTS", "EXCEPT", "LEFT JOIN IS NULL: the link, not the NULL",
         "IS NULL", "IS NOT NULL on a quoted name", "NOT IN a list of literals", "IN, not NOT IN",
-        "EXCEPT without the child", "IS NULL beside another condition"])
+        "EXCEPT without the child", "IS NULL beside another condition",
+        "EXCEPT reading the child on both sides", "NOT IN where the kept rows read the child too",
+        "NOT IN between other clauses"])
 def test_questions_name_the_kept_invariants_a_gold_asks_about(hotel, gold, asks):
     assert [q.describe() for q in relax.questions(gold, _profile(hotel))] == asks
 

@@ -5,8 +5,10 @@ rules out gets the same answer on every neighbour (harness.prepare.neighbours.re
 reads them from the gold's text:
 
 * a *total link* (every parent row referenced) for an anti-join of the parent and its child: ``NOT
-  IN (SELECT ...)``, ``NOT EXISTS``, ``EXCEPT`` or ``LEFT JOIN ... IS NULL``, naming both tables
-  and the child's link column;
+  IN (SELECT ...)``, ``NOT EXISTS``, ``EXCEPT`` or ``LEFT JOIN ... IS NULL``, where the rows kept
+  are read from the parent without the child, their match is looked for in the child, and the
+  child's link column is named ("the rooms without a reservation", not "the students of grade 1
+  except those Otha Moyer teaches", which reads the child on both sides);
 * a *column without NULL* for ``IS NULL`` or ``IS NOT NULL`` on it (not beside a ``LEFT JOIN``:
   there the test asks for a missing row, not a NULL).
 
@@ -69,14 +71,44 @@ def _ident(tok: sql_text.Token) -> str | None:
     return None
 
 
-def _anti_join(ups: list[str], tested: bool) -> bool:
-    """Whether a query asks for rows without a match: NOT IN (SELECT, NOT EXISTS, EXCEPT, LEFT JOIN ... IS NULL."""
+def _bounds(ups: list[str], at: int) -> tuple[int, int]:
+    """The tokens of the query holding token ``at``: from after its opening parenthesis (or the start)
+    to its closing one (or the end)."""
+    depth, start = 0, 0
+    for i in range(at - 1, -1, -1):
+        depth += (ups[i] == ")") - (ups[i] == "(")
+        if depth < 0:
+            start = i + 1
+            break
+    depth, end = 0, len(ups)
+    for i in range(at, len(ups)):
+        depth += (ups[i] == "(") - (ups[i] == ")")
+        if depth < 0:
+            end = i
+            break
+    return start, end
+
+
+def _anti_joins(toks: list[sql_text.Token], tested: bool) -> list[tuple[set[str], set[str]]]:
+    """For each anti-join of a query, (the names read where rows are kept, the names read where their
+    match is looked for): ``NOT IN (SELECT ...)`` and ``NOT EXISTS (...)`` (outside, inside the
+    subquery), ``EXCEPT`` (its left side, its right side), ``LEFT JOIN t`` beside an IS NULL (the
+    tables before it, ``t``)."""
+    ups = [t.upper for t in toks]
+    names = [_ident(t) or "" for t in toks]
+    out = []
     for i, word in enumerate(ups):
-        if word == "NOT" and (ups[i + 1:i + 4] == ["IN", "(", "SELECT"] or ups[i + 1:i + 2] == ["EXISTS"]):
-            return True
-        if word == "EXCEPT":
-            return True
-    return tested and _left_join(ups)
+        start, end = _bounds(ups, i)
+        if word == "NOT" and (ups[i + 1:i + 4] == ["IN", "(", "SELECT"] or ups[i + 1:i + 3] == ["EXISTS", "("]):
+            inner = i + 2
+            close = _bounds(ups, inner + 1)[1]
+            out.append((set(names[start:i] + names[close:end]), set(names[inner:close])))
+        elif word == "EXCEPT":
+            out.append((set(names[start:i]), set(names[i + 1:end])))
+        elif tested and word == "LEFT" and _left_join(ups[i:i + 3]):
+            table = i + (2 if ups[i + 1] == "JOIN" else 3)
+            out.append((set(names[start:i]), set(names[table:table + 1])))
+    return out
 
 
 def _left_join(ups: list[str]) -> bool:
@@ -101,14 +133,15 @@ def questions(gold: str, profile: inv.Profile) -> tuple[Question, ...]:
     ups = [t.upper for t in toks]
     names = {n for n in (_ident(t) for t in toks) if n is not None}
     tables = [t for t in profile.tables if t.name.lower() in names]
-    read = {t.name.lower() for t in tables}
     tested = _null_tested(toks)
     found: set[Question] = set()
-    if _anti_join(ups, bool(tested)):
-        for link in profile.links:
-            if link.total and {link.parent.lower(), link.child.lower()} <= read and \
-                    any(c.lower() in names for c in link.child_columns):
-                found.add(Question(inv.TOTAL_LINK, link.describe()))
+    anti = _anti_joins(toks, bool(tested))
+    for link in profile.links:
+        parent, child = link.parent.lower(), link.child.lower()
+        if link.total and any(c.lower() in names for c in link.child_columns) and \
+                any(parent in kept and child in looked and (child not in kept or child == parent)
+                    for kept, looked in anti):
+            found.add(Question(inv.TOTAL_LINK, link.describe()))
     if not _left_join(ups):
         for table in tables:
             for col in table.columns:
