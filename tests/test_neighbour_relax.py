@@ -234,5 +234,6 @@ def test_the_summary_says_which_invariants_are_relaxed_for_which_golds(hotel, re
     assert [(r["kind"], r["golds"]) for r in found["databases"]["hotel"]["relaxed"]] == \
         [("total link", [UNBOOKED]), ("column without NULL", [DRY])]
     line = prepare_summary._render_hidden(found)[0]
-    assert "2 golds" in line and "hotel total link Reservations(Room) -> Rooms(RoomId) (1 golds)" in line
+    assert "2 golds answered the same" in line and "2 told apart by 2 relaxed neighbours" in line
+    assert "hotel total link Reservations(Room) -> Rooms(RoomId) (1 gold)" in line and "0 still hidden" in line
     assert json.loads(json.dumps(found))  # the summary's JSON holds it as is
