@@ -89,10 +89,15 @@ def repeated_links(conn: sqlite3.Connection, table: str, columns: tuple[str, ...
 
 
 def _distinct_links(conn: sqlite3.Connection, table: TableFacts, linked: set[str]) -> tuple[str, ...]:
-    """The table's link columns (two or more) where no two of its rows share all their values."""
+    """A link table's link columns (two or more), where no two of its rows share all their values.
+    A link table holds links only, beside its own one-column key (a transcript's courses, a student's
+    pets); in a table of entities (dogs, votes) a combination of parents unique in a few rows is chance."""
     columns = link_columns(table, linked)
+    own = {table.key[0].lower()} if len(table.key) == 1 else set()
+    if len(columns) < 2 or any(c.name.lower() not in linked | own for c in table.columns):
+        return ()
     present = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
-    if len(columns) < 2 or _scalar(conn, f"SELECT count(*) FROM {quote(table.name)} WHERE {present}") < 2:
+    if _scalar(conn, f"SELECT count(*) FROM {quote(table.name)} WHERE {present}") < 2:
         return ()
     return columns if repeated_links(conn, table.name, columns) == 0 else ()
 

@@ -114,6 +114,20 @@ def test_what_only_looks_like_a_rule_is_not_mined(tmp_path, columns, values):
     assert profile.table("t").extends == () and profile.links_of("t") == []
 
 
+def test_a_table_of_entities_is_no_link_table(tmp_path):
+    with sqlite3.connect(tmp_path / "v.sqlite") as conn:  # votes: each pair of state and contestant once, by chance
+        conn.executescript("CREATE TABLE state(code TEXT PRIMARY KEY); CREATE TABLE contestant(id INTEGER PRIMARY KEY);"
+                           "CREATE TABLE vote(id INTEGER PRIMARY KEY, state TEXT REFERENCES state(code), "
+                           "contestant INTEGER REFERENCES contestant(id), created TEXT);"
+                           "INSERT INTO state VALUES ('NY'), ('CA'); INSERT INTO contestant VALUES (1), (2);"
+                           "INSERT INTO vote VALUES (1, 'NY', 1, 'a'), (2, 'NY', 2, 'b'), (3, 'CA', 1, 'c');")
+    conn = inv.open_read_only(str(tmp_path / "v.sqlite"))
+    try:
+        assert neighbour_mining.mine(conn).table("vote").distinct_links == ()
+    finally:
+        conn.close()
+
+
 # --- proved: one broken rule each ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("change, found", [
