@@ -262,15 +262,17 @@ def _interval(s: dict) -> str:
     return f"{s['k']} of {s['n']}: {share} (95% Wilson {s['low']:.1%}-{s['high']:.1%})"
 
 
-def print_figures(f: dict, neighbours: dict) -> None:
-    """The labelled set's figures, then the rewrites and throughput of ``neighbours`` (bench_neighbours.run)."""
+def print_figures(f: dict, neighbours: dict | None) -> None:
+    """The labelled set's figures, then the rewrites and throughput of ``neighbours`` (neighbours.run),
+    where measured."""
     print(f"labelled set        {f['pairs']} published dev predictions of {f['systems']} systems on {f['databases']} "
           f"databases, judged by hand ({LABELS.relative_to(ROOT)}); staged and judged in "
           f"{f['build_seconds'] + f['judge_seconds']:.0f} s")
     _print_part("all pairs", f, ids=False)
     for name in (TUNING, HELD_OUT):
         _print_part(f"{name} part", f["parts"][name], ids=name == TUNING)
-    _print_rest(neighbours)
+    if neighbours:
+        _print_rest(neighbours)
 
 
 def _print_part(title: str, f: dict, ids: bool = True) -> None:
