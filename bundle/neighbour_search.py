@@ -38,6 +38,8 @@ A prediction whose text is the gold's (whitespace aside) is not searched: it can
 from __future__ import annotations
 
 import dataclasses
+import os
+import sqlite3
 import threading
 from typing import NamedTuple
 
@@ -275,12 +277,28 @@ class _Builder:
         path = self.store.path(text)
         kept = None
         try:
-            if not fuzzer.build(path, Draw(text)):
+            if not self._write(fuzzer, path, text):
                 kept = self._judged(path, plan)
         finally:
             if kept is None or kept.gold is None:
                 cache.remove(path)
         return kept
+
+    def _write(self, fuzzer: Fuzzer, path: str, text: str) -> list[str]:
+        """Build the file (``Fuzzer.build``); where the folder is full, once more after the store let
+        go of every set no search holds; then an infrastructure error, never a score."""
+        for first in (True, False):
+            try:
+                return fuzzer.build(path, Draw(text))
+            except (sqlite3.OperationalError, OSError) as exc:
+                cache.remove(f"{path}.{os.getpid()}.tmp")
+                if not first:
+                    raise cache.SearchUnavailable(
+                        f"the counterexample search cannot write its databases in {self.store.folder()} ({exc}): "
+                        "free space there, set TMPDIR to a roomier folder, or turn the search off "
+                        "(SPIDER_SCORING_SEARCH=off)") from None
+                self.store.make_room()
+        return []  # not reached: the loop returns or raises
 
     def _judged(self, path: str, plan: int) -> cache.SearchDatabase | None:
         task, limits = self.task, self.limits

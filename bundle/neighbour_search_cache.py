@@ -157,6 +157,12 @@ class Store:
                 self._drop(found)
             self._sets.clear()
 
+    def make_room(self) -> None:
+        """Remove every set no search holds (the folder is full)."""
+        with self._lock:
+            for key in [k for k, found in self._sets.items() if not found.users]:
+                self._drop(self._sets.pop(key))
+
     def _grew(self, found: SearchSet, size: int) -> None:
         with self._lock:
             self.built += 1

@@ -17,6 +17,7 @@ import pytest
 from bundle import neighbour_invariants, neighbour_mining, neighbour_search
 from bundle import neighbour_search_cache as cache
 from bundle.neighbour_source import read_original
+from bundle.scoring_errors import ScoringInfrastructureError
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.verify import verify
 
@@ -178,3 +179,10 @@ def test_the_process_folder_is_removed_at_exit(pets):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     folder, files, outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert (files > 0, outcome) == (True, "match") and not os.path.exists(folder)
+
+
+def test_a_folder_the_search_cannot_write_in_is_an_infrastructure_error(pets, tmp_path):
+    store = cache.Store(folder=str(tmp_path / "missing"))
+    with pytest.raises(cache.SearchUnavailable, match="cannot write its databases"):
+        _verdict(_task(pets), pets, PREDICTIONS[0], store)
+    assert issubclass(cache.SearchUnavailable, ScoringInfrastructureError)  # unscored, never a 0.0
