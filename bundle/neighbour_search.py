@@ -383,7 +383,9 @@ def remembered(task: Task, sql: str, original: gold_results.GoldResult, limits: 
     return found[1]
 
 
-def forget() -> None:
-    """Forget the searches remembered and remove the databases kept (a benchmark times a cold search)."""
+def forget(databases: bool = True) -> None:
+    """Forget the searches remembered, and remove the databases kept unless ``databases`` is False
+    (a benchmark times a cold search, or a new prediction of a gold searched before)."""
     _memo.clear()
-    cache.STORE.forget()
+    if databases:
+        cache.STORE.forget()
