@@ -100,8 +100,8 @@ demo: setup ## the main job on the embedded sample, offline: prepare, pack, veri
 		--reward-log tuned=fixtures/sample/reward-log.jsonl
 	@echo "demo done: $(DEMO)/ holds the splits, the bundle zip, per-row results (results/) and report.{md,html}"
 
-bench: setup ## print the scorer's benchmark figures on real Spider dev pairs, and the neighbours' precision and recall on the labelled set (SPIDER_DATA=DIR)
-	$(HARNESS) bench $(if $(SPIDER_DATA),--spider $(SPIDER_DATA))
+bench: setup ## print the scorer's benchmark figures on real Spider dev pairs, and the neighbours' precision and recall on the labelled set (SPIDER_DATA=DIR; ONLY=labels for some families)
+	$(HARNESS) bench $(if $(SPIDER_DATA),--spider $(SPIDER_DATA)) $(if $(ONLY),--only $(ONLY))
 
 bench-ray: setup-ray ## print grading throughput on real Spider dev pairs: local backend, Ray with 1 and 2 workers, Ray's start-up cost (SPIDER_DATA=DIR)
 	$(HARNESS) bench-ray $(if $(SPIDER_DATA),--spider $(SPIDER_DATA))
