@@ -16,10 +16,12 @@ Prints (docs/benchmark.md), one family of figures a module of this package:
 
 from __future__ import annotations
 
+import functools
 import resource
 import shutil
 import tempfile
 import threading
+from collections.abc import Collection
 from pathlib import Path
 
 from harness.bench import budget, calls, cost, groups, hardening, labels, neighbours
@@ -35,38 +37,52 @@ def check_spider(spider: str | Path | None) -> Path:
     return Path(spider)
 
 
-def run(spider: Path, *, pairs: int, repeat: int, quick: bool, show: int) -> dict:
-    """Every family's figures on ``pairs`` dev pairs of ``spider``, best of ``repeat`` timings."""
+FAMILIES = ("calls", "groups", "hardening", "budget", "cost", "neighbours", "labels")
+
+
+def run(spider: Path, *, pairs: int, repeat: int, quick: bool, show: int,
+        only: Collection[str] = FAMILIES) -> dict:
+    """The figures of the families ``only`` (every one by default) on ``pairs`` dev pairs of
+    ``spider``, best of ``repeat`` timings."""
+    unknown = sorted(set(only) - set(FAMILIES))
+    if unknown:
+        raise InputError(f"no benchmark family {', '.join(unknown)}: choose among {', '.join(FAMILIES)}")
     work = Path(tempfile.mkdtemp(prefix="spider-bench-"))
     try:
+        if set(only) == {"labels"}:  # the labelled set stages its own bundle
+            return {"labels": labels.run(spider, work)}
         root = work / "bench_bundle"
         root.mkdir()
         rows = neighbours.stage_dev_bundle(spider, root, pairs)
         db = root / "data" / "databases" / f"{rows[0]['db_id']}.sqlite"
         dev_pairs = [(r["query"], root / "data" / "databases" / f"{r['db_id']}.sqlite") for r in rows]
-        calibrated = budget.calibrate(budget.spider_golds(spider))
-        return {
-            "calls": calls.run(root, rows, repeat),
-            "groups": groups.run(root, rows[:groups.ROWS], repeat),
-            "runaway": hardening.runaway(db),
-            "compare_9x9": hardening.compare_9x9(5.0),
-            "hostile_memory": hardening.hostile_memory(db, rows[0]["query"]),
-            "budget": budget.run(calibrated, dev_pairs, repeat),
-            "cost": cost.run(calibrated[1], db, rows[0]["query"], max(1, repeat // 2)),
-            "neighbours": neighbours.run(spider, root, rows, repeat, quick=quick, show=show),
-            "labels": labels.run(spider, work),
+        calibrated = functools.cache(lambda: budget.calibrate(budget.spider_golds(spider)))  # budget and cost
+        family = {
+            "calls": lambda: calls.run(root, rows, repeat),
+            "groups": lambda: groups.run(root, rows[:groups.ROWS], repeat),
+            "hardening": lambda: {"runaway": hardening.runaway(db), "compare_9x9": hardening.compare_9x9(5.0),
+                                  "hostile_memory": hardening.hostile_memory(db, rows[0]["query"])},
+            "budget": lambda: budget.run(calibrated(), dev_pairs, repeat),
+            "cost": lambda: cost.run(calibrated()[1], db, rows[0]["query"], max(1, repeat // 2)),
+            "neighbours": lambda: neighbours.run(spider, root, rows, repeat, quick=quick, show=show),
+            "labels": lambda: labels.run(spider, work),
         }
+        out = {name: family[name]() for name in FAMILIES if name in only}
+        return {**out.pop("hardening", {}), **out}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def print_figures(f: dict) -> None:
-    calls.print_figures(f["calls"])
-    hardening.print_figures(f["runaway"], f["compare_9x9"], f["hostile_memory"])
-    groups.print_figures(f["groups"])
-    budget.print_figures(f["budget"])
-    cost.print_figures(f["cost"])
-    neighbours.print_figures(f["neighbours"])
-    labels.print_figures(f["labels"], f["neighbours"])
+    """The figures ``run`` measured (only its families)."""
+    if "calls" in f:
+        calls.print_figures(f["calls"])
+    if "runaway" in f:
+        hardening.print_figures(f["runaway"], f["compare_9x9"], f["hostile_memory"])
+    for name, module in (("groups", groups), ("budget", budget), ("cost", cost), ("neighbours", neighbours)):
+        if name in f:
+            module.print_figures(f[name])
+    if "labels" in f:
+        labels.print_figures(f["labels"], f.get("neighbours"))
     print(f"this process        max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
           f"{threading.active_count()} threads")

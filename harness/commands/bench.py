@@ -21,11 +21,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out the slowest figures: every gold on its neighbours, and the precision corpus")
     parser.add_argument("--show-separated", type=int, default=30, metavar="N",
                         help="mutated golds separated by the neighbours to print, drawn at random (default 30)")
+    parser.add_argument("--only", metavar="FAMILIES", default=",".join(suite.FAMILIES),
+                        help=f"comma-separated families to measure, among {', '.join(suite.FAMILIES)} (default: "
+                             "all; --only labels: the labelled set's precision and recall alone)")
 
 
 def run(args: argparse.Namespace) -> int:
     spider = suite.check_spider(args.spider)
-    figures = suite.run(spider, pairs=args.pairs, repeat=args.repeat, quick=args.quick, show=args.show_separated)
+    figures = suite.run(spider, pairs=args.pairs, repeat=args.repeat, quick=args.quick, show=args.show_separated,
+                        only=[name.strip() for name in args.only.split(",") if name.strip()])
     suite.print_figures(figures)
     if args.json_out:
         atomic_write_bytes(args.json_out, json.dumps(figures, indent=1).encode())
