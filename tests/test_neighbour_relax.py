@@ -154,6 +154,13 @@ def test_a_gold_whose_answer_the_neighbours_already_change_is_not_hidden(tmp_pat
     assert relax.hidden_golds(database, [UNBOOKED]) == []
 
 
+def test_a_database_gets_at_most_max_relaxed_neighbours_and_says_why_the_rest_stay_hidden(hotel, plain, tmp_path):
+    capped = relax.relax(plain, hotel, tmp_path, relax.Settings(max_relaxed=1))
+    assert [r.kind for items in capped.relaxed.values() for r in items] == ["total link"]
+    left = [h for h in capped.hidden if h.relaxed is None]
+    assert [h.gold for h in left] == [DRY] and "1 relaxed neighbours already" in left[0].why
+
+
 # --- the proof accepts exactly what is recorded -----------------------------------------------------------
 
 def _index(found: distil.Distilled, data: Path, original: Path) -> dict:
@@ -233,6 +240,8 @@ def test_the_summary_says_which_invariants_are_relaxed_for_which_golds(hotel, re
     assert found["hidden"]["after"] == {}
     assert [(r["kind"], r["golds"]) for r in found["databases"]["hotel"]["relaxed"]] == \
         [("total link", [UNBOOKED]), ("column without NULL", [DRY])]
+    assert "the original references every Rooms(RoomId) from Reservations(Room)" in \
+        found["databases"]["hotel"]["relaxed"][0]["why"]
     line = prepare_summary._render_hidden(found)[0]
     assert "2 golds answered the same" in line and "2 told apart by 2 relaxed neighbours" in line
     assert "hotel total link Reservations(Room) -> Rooms(RoomId) (1 gold)" in line and "0 still hidden" in line

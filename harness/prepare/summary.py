@@ -96,8 +96,9 @@ def neighbours(built: dict, index: dict, chosen: tuple[str, ...]) -> dict:
                       "not_judged": d.unjudged, "invariants": d.profile.counts()}
               for db_id, d in sorted(built.items())}
     for db_id, d in built.items():
-        per_db[db_id]["relaxed"] = [{"neighbour": k + 1, **r.to_json()} for k, items in sorted(d.relaxed.items())
-                                    for r in items]
+        why = {h.neighbour: h.why for h in d.hidden if h.neighbour is not None}
+        per_db[db_id]["relaxed"] = [{"neighbour": k + 1, **r.to_json(), "why": why.get(k + 1, "")}
+                                    for k, items in sorted(d.relaxed.items()) for r in items]
     total = {key: sum(v[key] for v in per_db.values())
              for key in ("kept", "bytes", "look_alikes", "separated", "constants", "constants_separated")}
     return {"splits": list(chosen), "databases": per_db, "total": total, "hidden": hidden_section(built)}
