@@ -234,7 +234,8 @@ def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits
         budget = min(budget, max_steps)
     t0 = time.monotonic()
     try:
-        raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s)
+        raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s,
+                                  cpu_s=limits.cpu_guard(budget))
     except sql_guard.QueryFailed as failed:
         outcome = _PREDICTION_KIND[failed.kind]
         return Judged(outcome, None if outcome in UNSCORED else 0.0, failed.detail, failed.steps,
@@ -326,7 +327,7 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
             return _finish(started, FORBIDDEN, 0.0, "several statements: another one follows the query",
                            sql, steps=0, original_score=0.0, **base)
     except sql_guard.QueryFailed as failed:
-        return _finish(started, INFRASTRUCTURE_ERROR, None, failed.detail, sql, **base)
+        return _finish(started, _GOLD_KIND.get(failed.kind, INFRASTRUCTURE_ERROR), None, failed.detail, sql, **base)
     outcome, score, detail, steps, prediction_s, compare_s = judge(database, sql, known_gold, limits,
                                                                    budget_steps=budget)
     original_score, decided_on, checked, searched = score, "original", 0, 0
