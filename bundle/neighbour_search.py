@@ -24,22 +24,20 @@ generates further databases for that very pair, one at a time (``search``):
 
 A prediction whose text is the gold's (whitespace aside) is not searched: it cannot differ.
 The databases are written to a private temporary folder (one file per thread and seed, removed
-after use; the folder at exit); where no folder is writable the search is an infrastructure error,
-never a score.
+after use, with the connection that read it; the folder at exit, or by a later process when this
+one was killed: ``search_folder``); where no folder is writable the search is an infrastructure
+error, never a score.
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import hashlib
 import os
-import shutil
-import tempfile
 import threading
 
 try:
-    from . import gold_results, neighbour_proof, sql_guard
+    from . import gold_results, neighbour_proof, search_folder, sql_guard
     from . import neighbour_invariants as inv
     from . import neighbour_values as nv
     from . import verify as verify_mod
@@ -52,6 +50,7 @@ except ImportError:  # run as a standalone file
     import neighbour_invariants as inv  # type: ignore[no-redef]
     import neighbour_proof  # type: ignore[no-redef]
     import neighbour_values as nv  # type: ignore[no-redef]
+    import search_folder  # type: ignore[no-redef]
     import sql_guard  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
     from neighbour_fuzz import Fuzzer  # type: ignore[no-redef]
@@ -122,6 +121,7 @@ def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limi
             refused = fuzzers[tried % len(fuzzers)].build(path, Draw(text))
             there = None if refused else _judge(task, path, sql, original, limits, limits.search_steps - steps)
         finally:
+            sql_guard.forget_path(path)  # its connection, page cache and prepared statements go with it
             _remove(path)
         tried += 1
         if there is None:
@@ -194,24 +194,13 @@ def forget() -> None:
     _memo.clear()
 
 
-_lock = threading.Lock()
-_made: list[str] = []
-
-
 def _folder() -> str:
-    """The process's private folder for search databases (made once, removed at exit)."""
-    if _made and os.path.isdir(_made[0]):
-        return _made[0]
-    with _lock:
-        if not (_made and os.path.isdir(_made[0])):
-            try:
-                found = tempfile.mkdtemp(prefix="spider-scoring-search-")
-            except OSError as exc:
-                raise SearchUnavailable(f"the counterexample search needs a writable temporary folder ({exc}): set "
-                                        "TMPDIR to one, or turn the search off (SPIDER_SCORING_SEARCH=off)") from None
-            _made[:] = [found]
-            atexit.register(shutil.rmtree, found, True)
-    return _made[0]
+    """The process's private folder for search databases (``search_folder``)."""
+    try:
+        return search_folder.folder()
+    except search_folder.FolderUnavailable as exc:
+        raise SearchUnavailable(f"the counterexample search needs a writable temporary folder ({exc}): set "
+                                "TMPDIR to one, or turn the search off (SPIDER_SCORING_SEARCH=off)") from None
 
 
 def _remove(path: str) -> None:

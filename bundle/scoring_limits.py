@@ -77,6 +77,9 @@ class Limits:
         16, "bytes", "a charged function's input bytes (searches: bytes x pattern bytes) per VM step charged")
     max_result_bytes: int = _setting(64_000_000, "bytes", "estimated size of a whole fetched result")
     max_sql_chars: int = _setting(20_000, "chars", "longest query text executed")
+    max_expansion_tokens: int = _setting(
+        20_000, "tokens", "tokens of common table expressions preparing a statement may copy (each reference copies "
+        "the expression's body, a copy's references in turn; counted from the text before it is prepared)")
     max_program_ops: int = _setting(
         8_192, "VM operations", "largest program a statement may prepare (SQLITE_LIMIT_VDBE_OP): one of at most half "
         "this always prepares, one over it never (SQLite grows the program by doubling)")

@@ -96,7 +96,7 @@ LIMIT_LENGTH, LIMIT_SQL_LENGTH, LIMIT_VDBE_OP, LIMIT_ATTACHED, LIMIT_LIKE_PATTER
 
 def cost_model(limits: object) -> dict:
     """What a step count means under ``limits``: stored gold steps hold only where this is equal."""
-    names = ("max_cell_bytes", "charge_base_steps", "charge_bytes_per_step", "progress_steps", "max_program_ops")
+    names = ("max_cell_bytes", "charge_base_steps", "charge_bytes_per_step", "progress_steps")
     return {"version": COST_MODEL, **{name: int(getattr(limits, name)) for name in names},
             "compile_chars_per_step": COMPILE_CHARS_PER_STEP, "cell_steps": CELL_STEPS}
 

@@ -27,19 +27,18 @@ import time
 from typing import NamedTuple
 
 try:
-    from . import sql_functions, sql_watchdog
+    from . import sql_expansion, sql_functions, sql_watchdog
     from .scoring_limits import Limits
-    from .sql_connection import (ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections,
-                                 forget_path, open_guarded)
+    from .sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, forget_path, open_guarded
 except ImportError:  # run as a standalone file
+    import sql_expansion  # type: ignore[no-redef]
     import sql_functions  # type: ignore[no-redef]
     import sql_watchdog  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
-    from sql_connection import (ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri,  # type: ignore[no-redef]
-                                forget_connections, forget_path, open_guarded)
+    from sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, forget_path, open_guarded  # type: ignore[no-redef]
 
-__all__ = ["ALLOWED_FUNCTIONS", "TURNS", "QueryFailed", "RawResult", "database_uri", "forget_connections", "is_statement",
-           "open_guarded", "run_query"]
+__all__ = ["ALLOWED_FUNCTIONS", "TURNS", "QueryFailed", "RawResult", "database_uri", "forget_connections", "forget_path",
+           "is_statement", "open_guarded", "run_query"]
 
 # Failure kinds: the caller maps them to outcomes.
 ERROR, FORBIDDEN, OVER_BUDGET, WALL_GUARD, OVER_CAP, INFRASTRUCTURE = (
@@ -325,6 +324,8 @@ def _failure(exc: BaseException, meter: _Meter, budget_steps: int, wall_s: float
 
 
 _fresh = itertools.count()
+_EXPANSION_DETAIL = ("its common table expressions expand to more than max_expansion_tokens ({:,} tokens) while the "
+                     "statement is prepared: each reference to one copies its body (docs/bundle.md, cost model)")
 
 
 def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s: float,
@@ -345,6 +346,9 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
     """
     if len(sql) > limits.max_sql_chars:
         raise QueryFailed(OVER_CAP, f"query longer than {limits.max_sql_chars} characters")
+    copied = sql_expansion.expansion(sql, int(limits.max_expansion_tokens))
+    if copied > limits.max_expansion_tokens:
+        raise QueryFailed(OVER_CAP, _EXPANSION_DETAIL.format(limits.max_expansion_tokens))
     unit = int(limits.progress_steps)
     compile_steps = sql_functions.compile_charge(sql, int(limits.charge_base_steps))
     if compile_steps > budget_steps:
@@ -388,10 +392,21 @@ def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int,
                 continue
             failed = _failure(exc, meter, budget_steps, wall_s, int(limits.max_program_ops))
             if failed.kind == OVER_CAP and _out_of_memory(exc):
-                _give_back_heap()
                 if not alone:
-                    alone = True  # the heap is shared: run it again with no other query beside it
+                    # The heap is shared: run it again with no other query beside it, on a fresh
+                    # connection, after this thread closed every one it keeps (their page caches and
+                    # prepared statements), so that the verdict is about this query, not about the
+                    # databases judged before it.
+                    forget_connections()
+                    _give_back_heap()
+                    try:
+                        guarded = connection(path, limits)
+                    except ConnectionFailed as reopen:
+                        raise QueryFailed(INFRASTRUCTURE, str(reopen)) from None
+                    conn = guarded.conn
+                    alone = True
                     continue
+                _give_back_heap()
             raise failed from None
         finally:
             turns.leave_alone() if entered_alone else turns.leave()
@@ -433,6 +448,8 @@ def is_statement(path: str, text: str, limits: Limits) -> bool:
     body = text.strip()
     if not body or len(body) > limits.max_sql_chars:
         return bool(body)
+    if sql_expansion.expansion(body, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
+        return True  # its WITH clauses read as SQLite reads them: a statement, too large to compile
     try:
         conn = connection(path, limits).conn
     except ConnectionFailed as exc:
@@ -441,7 +458,9 @@ def is_statement(path: str, text: str, limits: Limits) -> bool:
     with sql_watchdog.WATCHDOG.watch(conn, limits.cpu_guard(limits.budget_floor_steps), limits.wall_guard_s) as watched:
         try:
             conn.execute(explained).close()
-        except (sqlite3.Error, sqlite3.Warning, ValueError) as exc:
+        except (sqlite3.Error, sqlite3.Warning, ValueError, MemoryError) as exc:
+            if _out_of_memory(exc):
+                _give_back_heap()  # it compiles as far as the heap or the program cap lets it: a statement
             if watched.fired is None:
                 message = str(exc).lower()
                 return not any(s in message for s in _SYNTAX)
