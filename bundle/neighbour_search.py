@@ -18,7 +18,8 @@ generates further databases for that very pair, one at a time (``search``):
   first database where the rows differ, or where the prediction fails or is over a cap, decides:
   the verdict names it (``search database 3 of concert_singer``);
 * the work is counted: at most ``search_databases`` databases, and ``search_steps`` SQLite VM
-  steps for the gold's and the prediction's runs together. When the budget ends, the match stands;
+  steps for the gold's and the prediction's runs together, each database's generation charged
+  ``BUILD_STEPS`` besides. When the budget ends, the match stands;
   a prediction stopped by the search's budget rather than its own is never a mismatch. The
   wall-clock guard firing is unscored, as everywhere.
 
@@ -65,6 +66,9 @@ PLANS: tuple[dict, ...] = (
     {"max_rows": 30, "scale": (0.5, 1.5), "null_share": 0.3},
     {"max_rows": 60, "scale": (0.8, 2.0), "twins": True},
 )
+# Generating a database and checking its invariants is work no query counts (10 to 40 ms of CPU on
+# Spider's databases, 2-core machine, 2026-12-02): charged to the search's budget like a query's work.
+BUILD_STEPS = 100_000
 DECISIVE = (verify_mod.MISMATCH, verify_mod.PREDICTION_ERROR, verify_mod.PREDICTION_OVER_CAP,
             verify_mod.PREDICTION_OVER_BUDGET)  # the answer's own fault on a fair database: it decides
 
@@ -113,10 +117,11 @@ def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limi
     base = focus(task, sql)
     fuzzers = [Fuzzer(task.source, task.profile, dataclasses.replace(base, **plan)) for plan in PLANS]
     steps = tried = 0
-    while tried < limits.search_databases and steps < limits.search_steps:
+    while tried < limits.search_databases and steps + BUILD_STEPS < limits.search_steps:
         name = f"search database {tried + 1} of {task.db_id}"
         text = seed(task, sql, tried)
         path = os.path.join(_folder(), f"{threading.get_ident()}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.sqlite")
+        steps += BUILD_STEPS
         try:
             refused = fuzzers[tried % len(fuzzers)].build(path, Draw(text))
             there = None if refused else _judge(task, path, sql, original, limits, limits.search_steps - steps)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -150,9 +151,6 @@ def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-_CELL_CAPPED = hasattr(sqlite3.Connection, "setlimit")  # Python 3.11+: SQLITE_LIMIT_LENGTH bounds each cell
-
-
 _CHUNK_CELLS = 65_536  # cells fetched between two charges: what a fetch may convert before it is counted
 
 
@@ -161,37 +159,27 @@ class _Stopped(Exception):
 
 
 def _fetch(cursor: sqlite3.Cursor, limits: Limits, meter: _Meter) -> list[tuple]:
-    """The rows, within the row cap and the byte budget; every cell charged ``CELL_STEPS`` to ``meter``
-    (converting a value into a Python object is work no VM step counts), chunk by chunk."""
+    """The rows, within the row cap and the byte budget. Converting a value into a Python object is
+    work no VM step counts: every cell is charged ``CELL_STEPS`` to ``meter``, and every character of
+    text or byte of a blob one step per ``charge_bytes_per_step``, chunk by chunk."""
     rows: list[tuple] = []
     budget = limits.max_result_bytes
-    # While even cells of the largest size allowed could not exceed the byte budget, there is
-    # nothing to count (most results, fetched in one call); past that, every string and blob is.
     ncols = len(cursor.description or ()) or 1
-    uncounted = min(budget // (ncols * (8 + limits.max_cell_bytes)), limits.max_rows + 1) if _CELL_CAPPED else 0
-    counted = 0
-    most = max(_CHUNK_CELLS // ncols, 1)
-    size = min(max(uncounted, 256), most)
-    per_row = ncols * sql_functions.CELL_STEPS
+    size = max(min(limits.max_rows + 1, _CHUNK_CELLS // ncols), 1)
+    per_row, per_step = ncols * sql_functions.CELL_STEPS, int(limits.charge_bytes_per_step)
     while True:
         chunk = cursor.fetchmany(size)
         rows.extend(chunk)
-        if meter.add(len(chunk) * per_row):
+        sized = sum([len(v) for row in chunk for v in row if v.__class__ is str or v.__class__ is bytes])
+        if meter.add(len(chunk) * per_row + sized // per_step):
             raise _Stopped()
         if len(rows) > limits.max_rows:
             raise QueryFailed(OVER_CAP, f"more than {limits.max_rows} rows", meter.steps)
-        if len(rows) > uncounted:
-            for row in rows[counted:]:
-                budget -= 8 * len(row)
-                for value in row:
-                    if value.__class__ is str or value.__class__ is bytes:
-                        budget -= len(value)
-            counted = len(rows)
-            if budget < 0:
-                raise QueryFailed(OVER_CAP, f"result larger than {limits.max_result_bytes} bytes", meter.steps)
+        budget -= 8 * ncols * len(chunk) + sized
+        if budget < 0:
+            raise QueryFailed(OVER_CAP, f"result larger than {limits.max_result_bytes} bytes", meter.steps)
         if len(chunk) < size:
             return rows
-        size = min(256, most)
 
 
 class _Meter:
@@ -280,21 +268,22 @@ def _execute_once(guarded: Guarded, sql: str, meter: _Meter, limits: Limits, cpu
     conn = guarded.conn
     guarded.charges.meter = meter
     conn.set_progress_handler(meter.handler, int(limits.progress_steps))
-    with sql_watchdog.WATCHDOG.watch(conn, cpu_s, wall_s) as watched:
-        try:
-            cursor = conn.execute(sql)
-            if cursor.description is None:  # ran, but is no query (REINDEX is not authorizer-checked)
-                raise QueryFailed(FORBIDDEN, "not a query: the statement returns no result columns")
-            rows = _fetch(cursor, limits, meter)
-            columns = tuple([d[0] for d in cursor.description])
-            cursor.close()
-        except BaseException:
-            if watched.fired is not None:
-                raise _GuardFired(watched) from None
-            raise
-        finally:
-            conn.set_progress_handler(None, 0)
-            guarded.charges.meter = sql_functions.UNMETERED
+    watched = sql_watchdog.WATCHDOG.start(conn, cpu_s, wall_s)
+    try:
+        cursor = conn.execute(sql)
+        if cursor.description is None:  # ran, but is no query (REINDEX is not authorizer-checked)
+            raise QueryFailed(FORBIDDEN, "not a query: the statement returns no result columns")
+        rows = _fetch(cursor, limits, meter)
+        columns = tuple([d[0] for d in cursor.description])
+        cursor.close()
+    except BaseException:
+        if watched.fired is not None:
+            raise _GuardFired(watched) from None
+        raise
+    finally:
+        sql_watchdog.WATCHDOG.stop(watched)
+        conn.set_progress_handler(None, 0)
+        guarded.charges.meter = sql_functions.UNMETERED
     if watched.fired is not None:  # it finished, but only after the guard: unscored all the same
         raise _GuardFired(watched)
     return columns, rows
@@ -324,6 +313,7 @@ def _failure(exc: BaseException, meter: _Meter, budget_steps: int, wall_s: float
 
 
 _fresh = itertools.count()
+_WITH = re.compile("with", re.IGNORECASE)  # only a text holding it can have common table expressions
 _EXPANSION_DETAIL = ("its common table expressions expand to more than max_expansion_tokens ({:,} tokens) while the "
                      "statement is prepared: each reference to one copies its body (docs/bundle.md, cost model)")
 
@@ -346,11 +336,11 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
     """
     if len(sql) > limits.max_sql_chars:
         raise QueryFailed(OVER_CAP, f"query longer than {limits.max_sql_chars} characters")
-    copied = sql_expansion.expansion(sql, int(limits.max_expansion_tokens))
-    if copied > limits.max_expansion_tokens:
+    if _WITH.search(sql) and sql_expansion.expansion(sql, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
         raise QueryFailed(OVER_CAP, _EXPANSION_DETAIL.format(limits.max_expansion_tokens))
     unit = int(limits.progress_steps)
-    compile_steps = sql_functions.compile_charge(sql, int(limits.charge_base_steps))
+    # sql_functions.compile_charge, written out: the per-call path enters each module once a database.
+    compile_steps = int(limits.charge_base_steps) + len(sql) // sql_functions.COMPILE_CHARS_PER_STEP
     if compile_steps > budget_steps:
         raise QueryFailed(OVER_BUDGET, f"over its budget of {budget_steps:,} SQLite VM steps before it runs: "
                                        f"preparing {len(sql):,} characters is charged {compile_steps:,}", compile_steps)

@@ -103,24 +103,33 @@ class Watchdog:
         self._calls: dict[int, Watch] = {}
         self._thread: threading.Thread | None = None
 
-    @contextlib.contextmanager
-    def watch(self, conn: Any, cpu_s: float, wall_s: float) -> Iterator[Watch]:
-        """Watch the call run in this block on ``conn``: ``cpu_s`` seconds of this thread's CPU time,
-        ``wall_s`` of wall time. The Watch says afterwards whether a guard fired."""
+    def start(self, conn: Any, cpu_s: float, wall_s: float) -> Watch:
+        """Watch the call that starts now on ``conn``: ``cpu_s`` seconds of this thread's CPU time,
+        ``wall_s`` of wall time. ``stop`` it when the call returns (in a ``finally``); the Watch says
+        whether a guard fired."""
         watched = Watch(conn, self.thread_clock(), cpu_s, self.wall() + wall_s)
-        key = id(watched)
         with self._lock:
-            self._calls[key] = watched
+            self._calls[id(watched)] = watched
             if self.start_thread and (self._thread is None or not self._thread.is_alive()):
                 self._thread = threading.Thread(target=self._run, name="spider-scoring-watchdog", daemon=True)
                 self._thread.start()
             elif len(self._calls) == 1:
                 self._changed.notify()
+        return watched
+
+    def stop(self, watched: Watch) -> None:
+        """The watched call returned: no interrupt reaches its connection after this."""
+        with self._lock:
+            self._calls.pop(id(watched), None)
+
+    @contextlib.contextmanager
+    def watch(self, conn: Any, cpu_s: float, wall_s: float) -> Iterator[Watch]:
+        """``start`` and ``stop`` around the block."""
+        watched = self.start(conn, cpu_s, wall_s)
         try:
             yield watched
         finally:
-            with self._lock:
-                del self._calls[key]
+            self.stop(watched)
 
     def check(self) -> int:
         """One poll: interrupt every watched call past a guard (again, for one that fired before).

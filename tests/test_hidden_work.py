@@ -65,10 +65,19 @@ def test_a_collation_named_only_as_a_value_is_harmless(db):
 def test_preparing_is_charged_per_character_and_fetching_per_cell(db):
     # Under one progress unit of VM steps, nothing is counted but the charges: exact arithmetic.
     short, long = "SELECT name FROM Owner", "SELECT name, name FROM Owner"
-    rows = len(run(db, short).rows)
-    base = DEFAULT_LIMITS.charge_base_steps
-    assert run(db, short).steps == sql_functions.compile_charge(short, base) + rows * sql_functions.CELL_STEPS
-    assert run(db, long).steps == sql_functions.compile_charge(long, base) + 2 * rows * sql_functions.CELL_STEPS
+    names = [row[0] for row in run(db, short).rows]
+    base, per_step, cell = DEFAULT_LIMITS.charge_base_steps, DEFAULT_LIMITS.charge_bytes_per_step, sql_functions.CELL_STEPS
+    text = sum(len(name) for name in names)
+    assert run(db, short).steps == sql_functions.compile_charge(short, base) + len(names) * cell + text // per_step
+    assert run(db, long).steps == sql_functions.compile_charge(long, base) + 2 * len(names) * cell + 2 * text // per_step
+
+
+def test_long_text_pays_for_its_characters(db):
+    # The same 50 rows of one cell: 400 characters a cell instead of one, and 399 more characters of SQL.
+    one = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 50) SELECT 'x' FROM n"
+    many = one.replace("'x'", "'" + "y" * 400 + "'")
+    per_step = DEFAULT_LIMITS.charge_bytes_per_step
+    assert run(db, many).steps - run(db, one).steps == 399 + (50 * 400 // per_step - 50 * 1 // per_step)
 
 
 def test_a_query_whose_compile_charge_exceeds_its_budget_never_runs(db):

@@ -52,7 +52,7 @@ def run(spider: Path, *, pairs: int, repeat: int, quick: bool, show: int) -> dic
             "compare_9x9": hardening.compare_9x9(5.0),
             "hostile_memory": hardening.hostile_memory(db, rows[0]["query"]),
             "budget": budget.run(calibrated, dev_pairs, repeat),
-            "cost": cost.run(calibrated[1], db, rows[0]["query"], max(1, repeat // 2)),
+            "cost": cost.run(calibrated[1], db, rows[0]["query"], max(1, repeat // 2), spider=spider),
             "neighbours": neighbours.run(spider, root, rows, repeat, quick=quick, show=show),
             "labels": labels.run(spider, work),
         }
