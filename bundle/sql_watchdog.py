@@ -70,14 +70,22 @@ class Watch:
     def __init__(self, conn: Any, cpu: Callable[[], float] | None, cpu_limit: float, deadline: float) -> None:
         self.conn = conn
         self.cpu = cpu
-        self.cpu_start = cpu() if cpu is not None else 0.0
+        # Read at the first poll that sees the call, not here: most calls end long before one (a
+        # system call saved a call); the guard then counts from at most one poll after the start.
+        self.cpu_start: float | None = None
         self.cpu_limit = cpu_limit
         self.deadline = deadline
         self.fired: str | None = None
         self.interrupts = 0
 
     def cpu_used(self) -> float:
-        return self.cpu() - self.cpu_start if self.cpu is not None else 0.0
+        """CPU seconds of the call's thread since the watchdog first saw the call."""
+        if self.cpu is None:
+            return 0.0
+        now = self.cpu()
+        if self.cpu_start is None:
+            self.cpu_start = now
+        return now - self.cpu_start
 
 
 class Watchdog:

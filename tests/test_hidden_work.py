@@ -161,3 +161,83 @@ def test_the_cost_model_records_what_v3_charges():
     assert model["version"] == 3
     assert model["cell_steps"] == sql_functions.CELL_STEPS
     assert model["compile_chars_per_step"] == sql_functions.COMPILE_CHARS_PER_STEP
+
+
+# Fills the thread's connections with prepared statements (12 connections, 16 statements of about
+# 4,000 operations each: about 30 MB, far more than their page caches), then judges a right answer
+# that needs about 25 MB of heap under a ceiling of 36 MiB: it fits only once what the thread kept
+# is released. Run in a process of its own: the heap ceiling is process-wide and only ever lowered.
+MEMORY_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from bundle import sql_connection, sql_guard
+from bundle.scoring_limits import limits_from_env
+from bundle.verify import verify
+db, limits = sys.argv[2], limits_from_env()
+for k in range(12):
+    for j in range(16):
+        sql = "SELECT count(*) FROM Owner WHERE owner_id IN (" + ",".join(str(i + j) for i in range(1300)) + ")"
+        sql_guard.run_query(db, sql, limits.replace(max_sql_chars=20_000 + k), budget_steps=10**9, wall_s=600)
+kept = len(sql_connection._local.by_path)
+right = ("SELECT count(*) >= 1 FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 150000) "
+         "SELECT DISTINCT i || hex(zeroblob(40)) FROM n)")
+verdict = verify(right, "SELECT 1", db, is_sql=True, limits=limits)
+print(kept, verdict.outcome, len(sql_connection._local.by_path))
+"""
+
+
+def test_a_right_answer_is_not_over_the_memory_cap_because_of_the_databases_judged_before(fixture_dbs):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, SPIDER_SCORING_HEAP_LIMIT_BYTES=str(36 * 1024 * 1024))
+    done = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, root, str(fixture_dbs["pets_club"])],
+                          capture_output=True, text=True, env=env, timeout=600, check=True)
+    kept, outcome, after = done.stdout.split()
+    assert (int(kept), outcome) == (12, "match"), done.stdout
+    assert int(after) == 1  # it ran out once: the thread's connections were closed, the query ran alone on a fresh one
+
+
+# -- a grader call, bounded as a whole ------------------------------------------------------------------
+
+COSTLY_CONSTANT = ("(SELECT count(*) FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT {rows}) "
+                   "SELECT i FROM n)) > 0")
+
+
+def _grade(root, output: str, gold: str, db_id: str):
+    from bundle import neighbour_search, scoring_entry
+
+    neighbour_search.forget()  # every call searches anew
+    call = scoring_entry.read_call({"output": output, "expected": gold, "extra_info": {"db_id": db_id}})
+    return scoring_entry.score_call(call, scoring_entry.current_limits(), root=str(root), caller="grader")
+
+
+@pytest.mark.parametrize("rows", [20_000, 200_000])
+def test_a_right_answer_with_a_costly_constant_subquery_is_judged_within_one_counted_budget(neighbour_bundle, rows):
+    gold = "SELECT count(*) FROM Owner"
+    verdict = _grade(neighbour_bundle, f"{gold} WHERE {COSTLY_CONSTANT.format(rows=rows)}", gold, "pets_club")
+    limits = DEFAULT_LIMITS
+    assert (verdict.outcome, verdict.score) == ("match", 1.0), verdict.detail
+    assert verdict.neighbours_checked >= 1 and verdict.searched >= 1
+    # Every database's runs and every search database's generation counted, in one total, bounded as a whole
+    # (each run may pass its own bound by one reporting unit).
+    ceiling = verdict.budget_steps + limits.neighbour_budget_steps + limits.search_steps
+    assert verdict.steps < verdict.call_steps <= ceiling + 2 * limits.progress_steps * (1 + verdict.neighbours_checked
+                                                                                       + verdict.searched)
+    again = _grade(neighbour_bundle, f"{gold} WHERE {COSTLY_CONSTANT.format(rows=rows)}", gold, "pets_club")
+    assert (again.outcome, again.call_steps, again.searched) == (verdict.outcome, verdict.call_steps, verdict.searched)
+
+
+@pytest.mark.parametrize("costly, outcome", [
+    (nested_ctes(16), "prediction_over_cap"),
+    ("WITH k(s) AS (SELECT name || '     ' FROM Owner) SELECT count(DISTINCT s COLLATE RTRIM) FROM k", "forbidden"),
+], ids=["the issue's 16-level nest", "keys compared under RTRIM"])
+def test_the_issues_costly_right_answers_are_refused_on_the_original_before_any_other_database(neighbour_bundle,
+                                                                                               costly, outcome):
+    gold = "SELECT count(*) FROM Owner"
+    verdict = _grade(neighbour_bundle, f"{gold} WHERE ({costly}) > 0", gold, "pets_club")
+    assert (verdict.outcome, verdict.decided_on, verdict.neighbours_checked, verdict.searched) == \
+        (outcome, "original", 0, 0), verdict.detail

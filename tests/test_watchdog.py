@@ -38,6 +38,7 @@ def test_a_call_within_its_guards_is_never_interrupted():
     cpu, wall, conn = FakeClock(), FakeClock(), FakeConnection()
     dog = sql_watchdog.Watchdog(wall=wall, thread_clock=lambda: cpu, start_thread=False)
     with dog.watch(conn, cpu_s=10.0, wall_s=100.0) as watched:
+        assert dog.check() == 0  # the first poll to see it: its CPU counted from here
         cpu.now, wall.now = 9.9, 99.0
         assert dog.check() == 0
     assert (watched.fired, conn.interrupts) == (None, 0)
@@ -49,6 +50,7 @@ def test_past_its_cpu_guard_a_call_is_interrupted_on_every_poll_until_it_returns
     cpu, wall, conn = FakeClock(), FakeClock(), FakeConnection()
     dog = sql_watchdog.Watchdog(wall=wall, thread_clock=lambda: cpu, start_thread=False)
     with dog.watch(conn, cpu_s=10.0, wall_s=100.0) as watched:
+        assert dog.check() == 0
         cpu.now = 10.5
         assert [dog.check() for _ in range(3)] == [1, 1, 1]
         assert watched.fired == sql_watchdog.CPU and conn.interrupts == 3
@@ -61,6 +63,7 @@ def test_the_cpu_guard_counts_from_the_calls_start():
     cpu.now = 1_000.0  # a thread that has worked a long time before this call
     dog = sql_watchdog.Watchdog(wall=FakeClock(), thread_clock=lambda: cpu, start_thread=False)
     with dog.watch(conn, cpu_s=10.0, wall_s=100.0) as watched:
+        assert dog.check() == 0
         cpu.now = 1_009.0
         assert dog.check() == 0 and watched.cpu_used() == pytest.approx(9.0)
 
@@ -85,9 +88,24 @@ def test_only_the_call_past_its_guard_is_interrupted():
     with dog.watch(a, cpu_s=5.0, wall_s=100.0):
         which.name = "b"
         with dog.watch(b, cpu_s=5.0, wall_s=100.0):
+            dog.check()
             clocks["a"].now = 6.0
             dog.check()
     assert (a.interrupts, b.interrupts) == (1, 0)
+
+
+def test_the_first_poll_reads_the_start_and_a_call_shorter_than_a_poll_costs_no_clock_read():
+    reads = []
+    cpu = FakeClock()
+
+    def clock() -> float:
+        reads.append(cpu.now)
+        return cpu.now
+
+    dog = sql_watchdog.Watchdog(wall=FakeClock(), thread_clock=lambda: clock, start_thread=False)
+    with dog.watch(FakeConnection(), cpu_s=1.0, wall_s=100.0):
+        pass
+    assert reads == []
 
 
 def test_the_watchdog_thread_stops_a_real_statement_while_it_is_prepared(fixture_dbs):
@@ -95,12 +113,14 @@ def test_the_watchdog_thread_stops_a_real_statement_while_it_is_prepared(fixture
     # under a CPU clock that reads past the guard at once: the thread's interrupts, repeated until
     # the call returns, end it at its first step at the latest. The clock is fake; nothing is timed.
     conn = sqlite3.connect(str(fixture_dbs["pets_club"]), check_same_thread=False)
-    over = FakeClock()
-    over.now = 0.0
-    dog = sql_watchdog.Watchdog(thread_clock=lambda: over, poll_s=0.01)
+    readings = iter([0.0])  # the first poll reads the start, every later one 10 s past it
+
+    def cpu() -> float:
+        return next(readings, 10.0)
+
+    dog = sql_watchdog.Watchdog(thread_clock=lambda: cpu, poll_s=0.01)
     try:
         with dog.watch(conn, cpu_s=1.0, wall_s=10**6) as watched:
-            over.now = 2.0  # past the guard from the first poll on
             with pytest.raises(sqlite3.OperationalError, match="interrupted"):
                 conn.execute(nested_ctes(13)).fetchall()  # about a second preparing, before its first step
         assert watched.fired == sql_watchdog.CPU and watched.interrupts >= 1
