@@ -262,8 +262,9 @@ def _interval(s: dict) -> str:
     return f"{s['k']} of {s['n']}: {share} (95% Wilson {s['low']:.1%}-{s['high']:.1%})"
 
 
-def print_figures(f: dict, neighbours: dict) -> None:
-    """The labelled set's figures, then the rewrites and throughput of ``neighbours`` (bench_neighbours.run)."""
+def print_figures(f: dict, neighbours: dict | None) -> None:
+    """The labelled set's figures, then the rewrites and throughput of ``neighbours`` (bench_neighbours.run;
+    None when that family was not run)."""
     print(f"labelled set        {f['pairs']} published dev predictions of {f['systems']} systems on {f['databases']} "
           f"databases, judged by hand ({LABELS.relative_to(ROOT)}); staged and judged in "
           f"{f['build_seconds'] + f['judge_seconds']:.0f} s")
@@ -296,7 +297,10 @@ def _print_part(title: str, f: dict, ids: bool = True) -> None:
         print(f"    not accepted by the original any more (left out): {', '.join(f['not_accepted'])}")
 
 
-def _print_rest(neighbours: dict) -> None:
+def _print_rest(neighbours: dict | None) -> None:
+    if neighbours is None:
+        print("  equivalent rewrites and reward throughput: see the neighbours family (not run here)")
+        return
     w = neighbours.get("search", {}).get("rewrites")
     if w:
         print(f"  equivalent rewrites rejected: {w['rejected']} of {w['rewrites']} "
