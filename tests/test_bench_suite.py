@@ -132,13 +132,13 @@ def test_the_grader_family_times_three_scorers_on_the_same_pairs(neighbour_bundl
     for name in grader.SCORERS:
         assert f[name]["right"]["accepted"] == n["right"]  # right answers: accepted by all three
         assert f[name]["wrong"]["accepted"] == 0  # wrong ones: by none
-        assert f[name]["all"]["pairs_per_s"] > 0
+        assert f[name]["all"]["pairs_per_s"] > 0 and f[name]["all"]["pairs"] == n["right"] + n["wrong"]
     calls = fake_evaluator.module.CALLS
     assert len(calls) == n["right"] + n["wrong"]  # once a pair, outside the grader's set-up
     assert {(plug, keep) for _db, plug, keep in calls} == {(False, False)}  # evaluation.py's defaults
     grader.print_figures(f)
     out = capsys.readouterr().out
-    assert "grader / evaluator pairs a second: right" in out and "not measured" not in out
+    assert "grader / evaluator, pairs a second of CPU time: right" in out and "not measured" not in out
 
 
 def test_without_the_evaluator_its_line_says_how_to_give_it(neighbour_bundle, fixture_dbs, capsys):

@@ -21,6 +21,7 @@ time is printed apart. The evaluator runs both queries on every call: that is ho
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -96,54 +97,67 @@ def run(root: Path, rows: list[dict], database: Callable[[str], Path], *, limit:
         for name in ("grader", "grader_no_search"):
             judge[name](Pair(p.db_id, p.gold, "no query here", "wrong"))  # the plan is built before extraction
     setup = time.perf_counter() - started
-    seconds = {name: dict.fromkeys(KINDS, 0.0) for name in judge}
+    taken: dict[str, dict[str, list[tuple[float, float]]]] = {name: {kind: [] for kind in KINDS} for name in judge}
     accepted = {name: dict.fromkeys(KINDS, 0) for name in judge}
     for start in range(0, len(pairs), CHUNK):
         chunk = pairs[start:start + CHUNK]
         for name, score in judge.items():
             for p in chunk:
-                began = time.perf_counter()
+                wall, cpu = time.perf_counter(), time.process_time()
                 verdict = score(p)
-                seconds[name][p.kind] += time.perf_counter() - began
+                taken[name][p.kind].append((time.perf_counter() - wall, time.process_time() - cpu))
                 accepted[name][p.kind] += verdict == 1.0
         if (start // CHUNK) % 10 == 9:
-            say(f"grader: {start + len(chunk)} of {len(pairs)} pairs judged by {len(judge)} scorers")
+            say(f"  grader: {start + len(chunk)} of {len(pairs)} pairs judged by {len(judge)} scorers")
     counts = {kind: sum(p.kind == kind for p in pairs) for kind in KINDS}
     figures: dict = {"golds": counts["right"], "pairs": counts, "without_wrong": without_wrong, "setup_seconds": setup,
                      "checkout": None if evaluator is None else {"folder": str(evaluator.folder),
                                                                 "commit": evaluator.commit}}
     for name in judge:
-        total = sum(seconds[name].values())
-        figures[name] = {**{kind: {"seconds": seconds[name][kind], "accepted": accepted[name][kind],
-                                   "pairs_per_s": counts[kind] / seconds[name][kind] if seconds[name][kind] else None}
-                            for kind in KINDS},
-                         "all": {"seconds": total, "pairs_per_s": len(pairs) / total if total else None}}
+        figures[name] = {kind: {"accepted": accepted[name][kind], **_times(taken[name][kind])} for kind in KINDS}
+        figures[name]["all"] = _times(taken[name]["right"] + taken[name]["wrong"])
     return figures
 
 
+def _times(taken: list[tuple[float, float]]) -> dict:
+    """Pairs a second of wall time and of this process's CPU time, and the median call in ms."""
+    wall, cpu = sum(w for w, _ in taken), sum(c for _, c in taken)
+    return {"pairs": len(taken), "wall_s": wall, "cpu_s": cpu,
+            "pairs_per_s": len(taken) / wall if wall else None, "pairs_per_cpu_s": len(taken) / cpu if cpu else None,
+            "median_ms": statistics.median(w for w, _ in taken) * 1000 if taken else None,
+            "median_cpu_ms": statistics.median(c for _, c in taken) * 1000 if taken else None}
+
+
 def _rate(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.0f}"
+    return "-" if x is None else f"{x:,.1f}" if x < 10 else f"{x:,.0f}"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}" if x < 10 else f"{x:,.0f}"
 
 
 def print_figures(f: dict) -> None:
     n = f["pairs"]
     print(f"grader vs evaluator {f['golds']} distinct dev golds: {n['right']} right answers (the gold in another text), "
-          f"{n['wrong']} wrong (a mutation the original tells apart; {f['without_wrong']} golds have none); "
-          f"one process, pairs a second (the grader's plans built first: {f['setup_seconds']:.1f} s)")
+          f"{n['wrong']} wrong (a mutation the original tells apart; {f['without_wrong']} golds have none); one "
+          f"process; pairs a second of wall time [of CPU time], median call ms (the grader's plans built first: "
+          f"{f['setup_seconds']:.1f} s)")
     for name in SCORERS:
         s = f.get(name)
         if s is None:
             print(f"  {name:<17} not measured: give --evaluator DIR, a checkout of taoyds/test-suite-sql-eval "
                   "(git clone https://github.com/taoyds/test-suite-sql-eval)")
             continue
-        print(f"  {name:<17} right {_rate(s['right']['pairs_per_s'])}/s (accepts {s['right']['accepted']}/{n['right']}), "
-              f"wrong {_rate(s['wrong']['pairs_per_s'])}/s (accepts {s['wrong']['accepted']}/{n['wrong']}), "
-              f"all {_rate(s['all']['pairs_per_s'])}/s")
+        parts = [f"{kind} {_rate(s[kind]['pairs_per_s'])}/s [{_rate(s[kind]['pairs_per_cpu_s'])}/s] "
+                 f"median {_ms(s[kind]['median_ms'])} ms" for kind in (*KINDS, "all")]
+        print(f"  {name:<17} " + ", ".join(parts) + f"; accepts {s['right']['accepted']}/{n['right']} right, "
+              f"{s['wrong']['accepted']}/{n['wrong']} wrong")
     e, g = f.get("evaluator"), f["grader"]
     if e is not None:
-        ratios = ", ".join(f"{kind} {_ratio(g[kind]['pairs_per_s'], e[kind]['pairs_per_s'])}" for kind in (*KINDS, "all"))
-        print(f"  grader / evaluator pairs a second: {ratios} (target: at least 0.5 on one core); the evaluator "
-              f"of {f['checkout']['folder']} (commit {f['checkout']['commit'] or 'unknown'})")
+        for key, what in (("pairs_per_s", "wall"), ("pairs_per_cpu_s", "CPU")):
+            ratios = ", ".join(f"{kind} {_ratio(g[kind][key], e[kind][key])}" for kind in (*KINDS, "all"))
+            print(f"  grader / evaluator, pairs a second of {what} time: {ratios} (target: at least 0.5 on one core)")
+        print(f"  the evaluator: {f['checkout']['folder']} (commit {f['checkout']['commit'] or 'unknown'})")
 
 
 def _ratio(a: float | None, b: float | None) -> str:
