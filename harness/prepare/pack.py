@@ -47,6 +47,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "neighbour_plan.py",
     "neighbour_proof.py",
     "neighbour_search.py",
+    "neighbour_search_cache.py",
     "neighbour_source.py",
     "neighbour_values.py",
     "reward.py",
