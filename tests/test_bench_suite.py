@@ -128,13 +128,14 @@ def test_the_grader_family_times_three_scorers_on_the_same_pairs(neighbour_bundl
     rows = sample_rows(neighbour_bundle)
     f = grader.run(neighbour_bundle, rows, fixture_dbs.__getitem__, limit=12, evaluator=fake_evaluator)
     n = f["pairs"]
-    assert f["golds"] == n["right"] == 12 and n["wrong"] + f["without_wrong"] == 12 and n["wrong"] > 0
+    assert f["golds"] == n["right"] == n["right_again"] == 12 and n["wrong"] + f["without_wrong"] == 12 and n["wrong"] > 0
     for name in grader.SCORERS:
         assert f[name]["right"]["accepted"] == n["right"]  # right answers: accepted by all three
+        assert f[name]["right_again"]["accepted"] == n["right_again"]
         assert f[name]["wrong"]["accepted"] == 0  # wrong ones: by none
-        assert f[name]["all"]["pairs_per_s"] > 0 and f[name]["all"]["pairs"] == n["right"] + n["wrong"]
+        assert f[name]["all"]["pairs_per_s"] > 0 and f[name]["all"]["pairs"] == sum(n.values())
     calls = fake_evaluator.module.CALLS
-    assert len(calls) == n["right"] + n["wrong"]  # once a pair, outside the grader's set-up
+    assert len(calls) == sum(n.values())  # once a pair, outside the grader's set-up
     assert {(plug, keep) for _db, plug, keep in calls} == {(False, False)}  # evaluation.py's defaults
     grader.print_figures(f)
     out = capsys.readouterr().out
@@ -156,8 +157,8 @@ def test_an_evaluator_folder_without_its_modules_is_refused(tmp_path):
 def test_right_answers_differ_in_text_and_wrong_ones_in_rows(fixture_dbs):
     rows = [{"db_id": "school_sports", "query": "SELECT count(*) FROM Player WHERE points > 59"}] * 2
     pairs, without = grader.pairs_of(rows, fixture_dbs.__getitem__, 5)
-    right, wrong = pairs
-    assert (right.kind, wrong.kind, without) == ("right", "wrong", 0)
-    assert right.answer != right.gold and right.answer.startswith(right.gold)
+    right, wrong, again = pairs
+    assert (right.kind, wrong.kind, again.kind, without) == ("right", "wrong", "right_again", 0)
+    assert right.answer != right.gold != again.answer != right.answer and again.answer.startswith(again.gold)
     assert wrong.answer == "SELECT count(*) FROM Player WHERE points > 60"
 

@@ -2,8 +2,10 @@
 
 The pairs: the first ``limit`` distinct (database, gold) of the staged dev rows; for each, a right
 answer (the gold in another text: a comment after it, which the search does not skip, as in
-``search.throughput``) and, where the gold has one, a wrong answer (its first mechanical mutation
-that returns other rows on the original database, harness.common.mutate). Three scorers judge every
+``search.throughput``), where the gold has one a wrong answer (its first mechanical mutation that
+returns other rows on the original database, harness.common.mutate), and a second right answer in
+other words (``right_again``: the search's databases of that gold are kept by then, as for every
+prediction of a gold after the first in a grading run). Three scorers judge every
 pair, in this one process (one core), interleaved a few pairs at a time so that a change of load
 falls on all three alike:
 
@@ -33,7 +35,8 @@ from harness.bench.search import OTHER_TEXT
 from harness.common import mutate
 
 CHUNK = 5  # pairs each scorer judges in turn
-KINDS = ("right", "wrong")
+KINDS = ("right", "right_again", "wrong")
+AGAIN_TEXT = "\n-- another right answer"  # a second wording of the gold: its search databases are kept by then
 SCORERS = ("grader", "grader_no_search", "evaluator")
 
 
@@ -46,8 +49,9 @@ class Pair:
 
 
 def pairs_of(rows: list[dict], database: Callable[[str], Path], limit: int) -> tuple[list[Pair], int]:
-    """Right and wrong answers to the first ``limit`` distinct golds of ``rows``, each gold's two
-    together; and how many golds have no mutation the original tells apart (no wrong answer)."""
+    """Answers to the first ``limit`` distinct golds of ``rows``, each gold's together: right, wrong
+    (where it has one) and right again in other words; and how many golds have no mutation the
+    original tells apart (no wrong answer)."""
     seen: set[tuple[str, str]] = set()
     pairs, without_wrong = [], 0
     for row in rows:
@@ -63,6 +67,7 @@ def pairs_of(rows: list[dict], database: Callable[[str], Path], limit: int) -> t
             pairs.append(Pair(row["db_id"], row["query"], wrong[0].sql, "wrong"))
         else:
             without_wrong += 1
+        pairs.append(Pair(row["db_id"], row["query"], row["query"] + AGAIN_TEXT, "right_again"))
     return pairs, without_wrong
 
 
@@ -115,7 +120,7 @@ def run(root: Path, rows: list[dict], database: Callable[[str], Path], *, limit:
                                                                 "commit": evaluator.commit}}
     for name in judge:
         figures[name] = {kind: {"accepted": accepted[name][kind], **_times(taken[name][kind])} for kind in KINDS}
-        figures[name]["all"] = _times(taken[name]["right"] + taken[name]["wrong"])
+        figures[name]["all"] = _times([t for kind in KINDS for t in taken[name][kind]])
     return figures
 
 
@@ -139,7 +144,8 @@ def _ms(x: float | None) -> str:
 def print_figures(f: dict) -> None:
     n = f["pairs"]
     print(f"grader vs evaluator {f['golds']} distinct dev golds: {n['right']} right answers (the gold in another text), "
-          f"{n['wrong']} wrong (a mutation the original tells apart; {f['without_wrong']} golds have none); one "
+          f"{n['right_again']} right again (other words, the gold searched before), {n['wrong']} wrong (a mutation "
+          f"the original tells apart; {f['without_wrong']} golds have none); one "
           f"process; pairs a second of wall time [of CPU time], median call ms (the grader's plans built first: "
           f"{f['setup_seconds']:.1f} s)")
     for name in SCORERS:
@@ -150,8 +156,8 @@ def print_figures(f: dict) -> None:
             continue
         parts = [f"{kind} {_rate(s[kind]['pairs_per_s'])}/s [{_rate(s[kind]['pairs_per_cpu_s'])}/s] "
                  f"median {_ms(s[kind]['median_ms'])} ms" for kind in (*KINDS, "all")]
-        print(f"  {name:<17} " + ", ".join(parts) + f"; accepts {s['right']['accepted']}/{n['right']} right, "
-              f"{s['wrong']['accepted']}/{n['wrong']} wrong")
+        print(f"  {name:<17} " + ", ".join(parts) + "; accepts " + ", ".join(
+            f"{s[kind]['accepted']}/{n[kind]} {kind.replace('_', ' ')}" for kind in KINDS))
     e, g = f.get("evaluator"), f["grader"]
     if e is not None:
         for key, what in (("pairs_per_s", "wall"), ("pairs_per_cpu_s", "CPU")):
