@@ -15,8 +15,13 @@ search:
   (every value has a digit and at most ``FORMAT_MAX_SHAPES`` shapes: dates, codes, numbers as text
   keep their shape); in a column of nearly distinct values (names, titles), no value repeated more
   often than the original repeats one; where one column determines another in the original on
-  several repeated values (a region its continent), it still does; a value one original row holds
-  in two text columns is held in both or neither (a type whose code and description are both 'CV');
+  several repeated values (a region its continent, a car's make its model, even where the model
+  is a link), it still does; a value one original row holds in two text columns is held in both or
+  neither (a type whose code and description are both 'CV'); a text that starts with its row's
+  other text in the original (a lens 'Canon EF 50mm' of the brand 'Canon') still does;
+* link rows: where no two rows of a link table (links only, beside its own one-column key) share
+  the values of all its link columns (a course listed once on a transcript), no two share them on
+  the neighbour;
 * a table with rows keeps rows, none of them wider than the original's widest or ROOMY_ROW
   bytes (so that a neighbour's record fits the scorer's record cap wherever the original's do).
 
@@ -88,6 +93,9 @@ class TableFacts:
     paired: tuple[tuple[str, str, tuple], ...] = ()  # (a, b, values): a row holding one of them in a or b holds
     # it in both (a type whose code and description are both 'CV')
     widest: int = 0  # the longest row's bytes (``width``): no row is longer (``room``)
+    extends: tuple[tuple[str, str], ...] = ()  # (a, b): every b starts with its row's a (a lens 'Canon EF' of 'Canon')
+    distinct_links: tuple[str, ...] = ()  # its link columns, whose values together no two rows share (a course
+    # listed once on a transcript)
 
     @property
     def room(self) -> int:
@@ -137,6 +145,8 @@ class Profile:
                 "name columns": sum(c.near_unique and not c.unique for c in cols),
                 "dependencies": sum(len(t.depends) for t in self.tables),
                 "paired values": sum(len(t.paired) for t in self.tables),
+                "extended values": sum(len(t.extends) for t in self.tables),
+                "link rows never repeated": sum(bool(t.distinct_links) for t in self.tables),
                 "declared keys naming nothing": len(self.dropped)}
 
 
@@ -225,7 +235,8 @@ def to_json(profile: Profile) -> dict:
                 "max_repeat": c.max_repeat, "near_unique": c.near_unique, "shapes": list(c.shapes)}
     return {"tables": [{"name": t.name, "rows": t.rows, "key": list(t.key), "columns": [column(c) for c in t.columns],
                         "depends": [list(d) for d in t.depends], "paired": [[a, b, list(v)] for a, b, v in t.paired],
-                        "widest": t.widest}
+                        "widest": t.widest, "extends": [list(e) for e in t.extends],
+                        "distinct_links": list(t.distinct_links)}
                        for t in profile.tables],
             "links": [{"child": k.child, "child_columns": list(k.child_columns), "parent": k.parent,
                        "parent_columns": list(k.parent_columns), "declared": k.declared, "total": k.total}
@@ -238,7 +249,8 @@ def from_json(data: dict) -> Profile:
         ColumnFacts(c["name"], c["declared"], tuple(c["kinds"]), bool(c["nulls"]), bool(c["unique"]),
                     int(c["max_repeat"]), bool(c["near_unique"]), tuple(c["shapes"])) for c in t["columns"]),
         tuple(t["key"]), tuple((a, b) for a, b in t.get("depends", ())),
-        tuple((a, b, tuple(v)) for a, b, v in t.get("paired", ())), int(t.get("widest", 0))) for t in data["tables"])
+        tuple((a, b, tuple(v)) for a, b, v in t.get("paired", ())), int(t.get("widest", 0)),
+        tuple((a, b) for a, b in t.get("extends", ())), tuple(t.get("distinct_links", ()))) for t in data["tables"])
     links = tuple(Link(k["child"], tuple(k["child_columns"]), k["parent"], tuple(k["parent_columns"]),
                        bool(k["declared"]), bool(k["total"])) for k in data["links"])
     return Profile(tables, links, tuple(data.get("dropped", ())))

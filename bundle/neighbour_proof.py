@@ -53,6 +53,7 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
         for pair in table.paired:
             if neighbour_mining.split_pairs(conn, table.name, pair):
                 out.append(f"{table.name}: a value {pair[0]} and {pair[1]} share in the original is in one of them only")
+        out += _kept_pairings(conn, table, repeats_allowed)
     for link in profile.links:
         orphans = inv._scalar(conn, inv.orphans_sql(link))
         if orphans:
@@ -61,6 +62,23 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
             unreferenced = inv._scalar(conn, inv.unreferenced_sql(link))
             if unreferenced:
                 out.append(f"{link.describe()}: {unreferenced} parent rows no row references (the original references all)")
+    return out
+
+
+def _kept_pairings(conn: sqlite3.Connection, table: inv.TableFacts, repeats_allowed: frozenset[str]) -> list[str]:
+    """The texts extending another and the link rows never repeated that the database breaks."""
+    out = []
+    for a, b in table.extends:
+        broken = neighbour_mining.unextended(conn, table.name, a, b)
+        if broken:
+            out.append(f"{table.name}: {broken} rows whose {b} does not start with their {a}, as every one does "
+                       "in the original")
+    columns = table.distinct_links
+    if columns and not all(c.lower() in repeats_allowed for c in columns):
+        repeated = neighbour_mining.repeated_links(conn, table.name, columns)
+        if repeated:
+            out.append(f"{table.name}: {repeated} rows repeat another's {', '.join(columns)}, which no two rows "
+                       "share in the original")
     return out
 
 
