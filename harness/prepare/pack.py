@@ -42,6 +42,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "grader.py",
     "neighbour_fuzz.py",
     "neighbour_invariants.py",
+    "neighbour_keep.py",
     "neighbour_links.py",
     "neighbour_mining.py",
     "neighbour_plan.py",
