@@ -149,6 +149,65 @@ class Profile:
                 "declared keys naming nothing": len(self.dropped)}
 
 
+# ---- relaxations: one invariant a neighbour may break, for the golds whose question it hides ---------
+
+TOTAL_LINK, NO_NULL = "total link", "column without NULL"  # the kinds ``Profile.counts`` names, singular
+RELAXABLE = (TOTAL_LINK, NO_NULL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Relaxed:
+    """An invariant one neighbour does not keep, and the golds judged there because of it.
+
+    A kept invariant can hide a question: where every room is booked in the original, every
+    neighbour books every room, and "the rooms without a reservation" has the same answer (none)
+    everywhere, so ``SELECT 0`` is paid. ``kind`` is ``TOTAL_LINK`` (``subject``: ``Link.describe()``;
+    its parent rows need no longer all be referenced) or ``NO_NULL`` (``subject``: ``table.column``;
+    it may hold NULL). The index records it per neighbour (``relaxed``); the proof accepts exactly it.
+    """
+
+    kind: str
+    subject: str
+    golds: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "subject": self.subject, "golds": list(self.golds)}
+
+    @staticmethod
+    def from_json(data: dict) -> Relaxed:
+        return Relaxed(str(data["kind"]), str(data["subject"]), tuple(str(g) for g in data.get("golds", ())))
+
+
+def relax(profile: Profile, relaxed: tuple[Relaxed, ...] | list[Relaxed]) -> Profile:
+    """``profile`` without the invariants ``relaxed`` names; ValueError names one that is none of its
+    invariants (a kind not relaxable, a link not total, a column that holds NULL already).
+
+    >>> col = ColumnFacts("rain", "REAL", ("real",), False, False, 1, False)
+    >>> p = Profile((TableFacts("reading", 4, (col,)),), ())
+    >>> relax(p, [Relaxed(NO_NULL, "reading.rain")]).table("reading").column("rain").nulls
+    True
+    """
+    links, tables = list(profile.links), {t.name: t for t in profile.tables}
+    for item in relaxed:
+        if item.kind == TOTAL_LINK:
+            at = next((i for i, k in enumerate(links) if k.total and k.describe() == item.subject), None)
+            if at is None:
+                raise ValueError(f"it relaxes {item.kind} {item.subject}, which is not one of the original's total links")
+            links[at] = dataclasses.replace(links[at], total=False)
+        elif item.kind == NO_NULL:
+            table, _, column = item.subject.partition(".")
+            facts = tables.get(table)
+            col = next((c for c in facts.columns if c.name == column), None) if facts is not None else None
+            if facts is None or col is None or col.nulls or not facts.rows:
+                raise ValueError(f"it relaxes {item.kind} {item.subject}, which is not a column without NULL "
+                                 "of the original")
+            tables[table] = dataclasses.replace(facts, columns=tuple(
+                dataclasses.replace(c, nulls=True) if c is col else c for c in facts.columns))
+        else:
+            raise ValueError(f"it relaxes {item.kind!r}, which is no relaxable invariant ({', '.join(RELAXABLE)})")
+    return dataclasses.replace(profile, tables=tuple(tables[t.name] for t in profile.tables), links=tuple(links))
+
+
 # ---- reading facts with SQL (the same statements mine the original and check a neighbour) -----------
 
 def _scalar(conn: sqlite3.Connection, sql: str, params: list | tuple = ()) -> int:

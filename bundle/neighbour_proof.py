@@ -3,7 +3,9 @@
 ``violations`` lists every invariant one database breaks; ``prove_bundle`` every one a bundle's
 neighbour databases break, with what each gold judged there presupposes (``judges``): rows where
 it has rows on the original, no row of NULLs where it has none there, and no NULL key it sorts by
-where it sorts by none there. ``prepare`` refuses to write a bundle that fails it, verification
+where it sorts by none there. A neighbour the index records as relaxing an invariant
+(``neighbour_invariants.Relaxed``: a gold's question needs it broken) is proved against every
+other, and judges only the golds that relaxation names. ``prepare`` refuses to write a bundle that fails it, verification
 runs it on the zip, and the grader's search uses no database that fails it. Standard library only.
 
 >>> one, none = sql_compare.bag_shape([(3,)]), sql_compare.bag_shape([], 1)
@@ -153,32 +155,48 @@ def prove_bundle(index: dict, data_dir: str) -> list[str]:
     """Every invariant the neighbour databases of a bundle break (its index and ``data/`` folder)."""
     out: list[str] = []
     for db_id, entry in sorted(index.get("databases", {}).items()):
-        files = [os.path.join(data_dir, item["file"]) for item in entry.get("neighbours") or []]
-        if files:
-            out += prove_database(db_id, (index.get("invariants") or {}).get(db_id), files,
+        items = entry.get("neighbours") or []
+        if items:
+            out += prove_database(db_id, (index.get("invariants") or {}).get(db_id),
+                                  [os.path.join(data_dir, item["file"]) for item in items],
                                   (index.get("neighbour_results") or {}).get(db_id) or {},
-                                  (index.get("gold_results") or {}).get(db_id) or {})
+                                  (index.get("gold_results") or {}).get(db_id) or {},
+                                  [item.get("relaxed") or [] for item in items])
     return out
 
 
-def prove_database(db_id: str, invariants: dict | None, files: list[str], results: dict, originals: dict) -> list[str]:
+def prove_database(db_id: str, invariants: dict | None, files: list[str], results: dict, originals: dict,
+                   relaxed: list[list[dict]] | None = None) -> list[str]:
     """Every invariant the neighbour ``files`` of one database break; the index's JSON forms.
 
     ``invariants``: ``{"profile": ..., "repeats_allowed": [...]}``; ``results``: gold -> its result
-    on each neighbour (None where not judged); ``originals``: gold -> its result on the original.
+    on each neighbour (None where not judged); ``originals``: gold -> its result on the original;
+    ``relaxed``: per neighbour, the invariants it need not keep (``inv.Relaxed`` as JSON; none
+    where absent). A neighbour that relaxes one keeps every other, and judges only the golds its
+    relaxations name.
     """
     if invariants is None:
         return [f"{db_id}: neighbour databases without their invariants in the index: rebuild the bundle"]
     profile, allowed = inv.from_json(invariants["profile"]), frozenset(invariants.get("repeats_allowed", ()))
     out: list[str] = []
     for k, path in enumerate(files):
+        items = [inv.Relaxed.from_json(r) for r in (relaxed[k] if relaxed and k < len(relaxed) else [])]
+        here = profile
+        try:
+            here = inv.relax(profile, items)
+        except ValueError as exc:
+            out.append(f"{db_id} neighbour {k + 1}: {exc}")
         conn = inv.open_read_only(path)
         try:
-            out += [f"{db_id} neighbour {k + 1}: {v}" for v in violations(profile, conn, allowed)]
+            out += [f"{db_id} neighbour {k + 1}: {v}" for v in violations(here, conn, allowed)]
             out += [f"{db_id} neighbour {k + 1} judges gold {gold[:70]!r}, but {why}"
                     for gold, why in _unfit(profile, conn, k, results, originals)]
         finally:
             conn.close()
+        if items:
+            named = {g for item in items for g in item.golds}
+            out += [f"{db_id} neighbour {k + 1} judges gold {gold[:70]!r}, which none of its relaxations names"
+                    for gold, per in sorted(results.items()) if k < len(per) and per[k] is not None and gold not in named]
     return out
 
 
