@@ -17,6 +17,7 @@ from bundle import neighbour_invariants as inv
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.verify import MATCH, Neighbour, judge, verify
 from harness.emulator import neighbour_checks
+from harness.prepare import bundle_data
 from harness.prepare import summary as prepare_summary
 from harness.prepare.neighbours import attach, distil, relax
 
@@ -228,6 +229,9 @@ def test_the_same_inputs_give_the_same_relaxed_neighbours_byte_for_byte(hotel, t
     first, again = runs[0]["hotel"], runs[1]["hotel"]
     assert first.relaxed and first.relaxed == again.relaxed
     assert [f.read_bytes() for f in first.files] == [f.read_bytes() for f in again.files]
+    indexes = [bundle_data.dumps_canonical(_index(found, tmp_path / f"data-{k}", hotel))
+               for k, found in enumerate((first, again))]
+    assert indexes[0] == indexes[1] and b'"relaxed"' in indexes[0]
     none = attach.build({"hotel": GOLDS}, {"hotel": hotel}, tmp_path / "c", relaxation=None)["hotel"]
     assert not none.relaxed and len(none.files) == len(first.files) - 2
 
