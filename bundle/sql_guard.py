@@ -353,15 +353,20 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
     return _run(path, f"/* {next(_fresh)} */ {sql}", limits, budget_steps, budget_steps, guards, compile_steps)
 
 
+def _open(path: str, limits: Limits):
+    """The guarded connection to ``path``; a database that cannot be opened is an infrastructure failure."""
+    try:
+        return connection(path, limits)
+    except ConnectionFailed as exc:
+        raise QueryFailed(INFRASTRUCTURE, str(exc)) from None
+
+
 def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int, guards: tuple[float, float],
          compile_steps: int) -> RawResult:
     started = time.monotonic()
     unit = int(limits.progress_steps)
     wall_s, cpu_s = guards
-    try:
-        guarded = connection(path, limits)
-    except ConnectionFailed as exc:
-        raise QueryFailed(INFRASTRUCTURE, str(exc)) from None
+    guarded = _open(path, limits)
     conn = guarded.conn
     alone = False
     while True:
@@ -389,10 +394,7 @@ def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int,
                     # databases judged before it.
                     forget_connections()
                     _give_back_heap()
-                    try:
-                        guarded = connection(path, limits)
-                    except ConnectionFailed as reopen:
-                        raise QueryFailed(INFRASTRUCTURE, str(reopen)) from None
+                    guarded = _open(path, limits)
                     conn = guarded.conn
                     alone = True
                     continue

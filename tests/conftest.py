@@ -256,3 +256,17 @@ def exported_rl(prepared_sample, tmp_path_factory) -> dict[str, Path]:
         if main(["export", "--format", fmt, "--data", str(prepared_sample), "--output", str(paths[fmt])]) != 0:
             pytest.fail(f"export --format {fmt} failed")
     return paths
+
+
+def golds(eval_path: Path) -> list[str]:
+    return [json.loads(line)["messages"][-1]["content"] for line in eval_path.read_text().splitlines() if line]
+
+
+@pytest.fixture
+def data(tmp_path, prepared_sample, sample_zip) -> Path:
+    """A prepared folder of the sample: its eval split and its zip where `grade` looks for them."""
+    folder = tmp_path / "prepared"
+    (folder / "data").mkdir(parents=True)
+    shutil.copyfile(prepared_sample / "data" / "eval.jsonl", folder / "data" / "eval.jsonl")
+    shutil.copyfile(sample_zip, folder / "spider-scoring.zip")
+    return folder

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_with_read_only
+from conftest import golds, run_with_read_only
 from harness.cli import main
 from harness.common.errors import InputError, OutputError, PackError
 from harness.common.results import read_results
@@ -25,20 +25,6 @@ def write_lines(path: Path, lines: list[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
-
-
-def golds(eval_path: Path) -> list[str]:
-    return [json.loads(line)["messages"][-1]["content"] for line in eval_path.read_text().splitlines() if line]
-
-
-@pytest.fixture
-def data(tmp_path, prepared_sample, sample_zip) -> Path:
-    """A prepared folder of the sample: its eval split and its zip where `grade` looks for them."""
-    folder = tmp_path / "prepared"
-    (folder / "data").mkdir(parents=True)
-    shutil.copyfile(prepared_sample / "data" / "eval.jsonl", folder / "data" / "eval.jsonl")
-    shutil.copyfile(sample_zip, folder / "spider-scoring.zip")
-    return folder
 
 
 def grade(data: Path, stage: str, *extra: str) -> int:

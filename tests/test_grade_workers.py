@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import golds
 from harness.cli import main
 from harness.common import cores
 from harness.common.errors import INTERRUPTED, InputError, UnexpectedError
@@ -24,19 +24,6 @@ from harness.emulator import grader_pool
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE_COMPLETIONS = ROOT / "fixtures" / "sample" / "completions-eval-base.jsonl"
-
-
-def golds(eval_path: Path) -> list[str]:
-    return [json.loads(line)["messages"][-1]["content"] for line in eval_path.read_text().splitlines() if line]
-
-
-@pytest.fixture
-def data(tmp_path, prepared_sample, sample_zip) -> Path:
-    folder = tmp_path / "prepared"
-    (folder / "data").mkdir(parents=True)
-    shutil.copyfile(prepared_sample / "data" / "eval.jsonl", folder / "data" / "eval.jsonl")
-    shutil.copyfile(sample_zip, folder / "spider-scoring.zip")
-    return folder
 
 
 def edited_zip(source: Path, target: Path, grader_tail: str) -> Path:
