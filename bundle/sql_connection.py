@@ -182,17 +182,35 @@ def connection(path: str, limits: Limits) -> Guarded:
     if found is not None:
         cache.move_to_end(key)
         return found[0]
-    guarded = open_guarded(path, limits)
     weight = min(os.path.getsize(path), int(limits.cache_pages_kib) * 1024) + _CONNECTION_BYTES
-    cache[key] = (guarded, weight)
-    share = _local.share
-    share.add(weight)
-    while len(cache) > 1 and (len(cache) > _MAX_CACHED_PER_THREAD or share.bytes > _MAX_CACHE_BYTES_PER_THREAD
-                              or _cached[0] > _MAX_CACHE_BYTES):
-        old, old_weight = cache.popitem(last=False)[1]
+    for old in _make_room(cache, _local.share, weight):
         old.conn.close()
-        share.add(-old_weight)
+    try:
+        guarded = open_guarded(path, limits)
+    except BaseException:
+        _local.share.add(-weight)
+        raise
+    cache[key] = (guarded, weight)
     return guarded
+
+
+def _make_room(cache: collections.OrderedDict, share: _ThreadShare, weight: int) -> list[Guarded]:
+    """Count ``weight`` for the connection about to open and take this thread's least recently used
+    connections out of the count until the bounds hold again (or none is left), in one step under the
+    lock: connections are closed before the new one opens, so the process-wide total never counts
+    more than the bound plus one connection a thread. Returns the connections to close."""
+    evicted = []
+    with _cached_lock:
+        counted = share.pid == os.getpid()
+        share.bytes += weight
+        _cached[0] += weight if counted else 0
+        while cache and (len(cache) >= _MAX_CACHED_PER_THREAD or share.bytes > _MAX_CACHE_BYTES_PER_THREAD
+                         or _cached[0] > _MAX_CACHE_BYTES):
+            old, old_weight = cache.popitem(last=False)[1]
+            evicted.append(old)
+            share.bytes -= old_weight
+            _cached[0] -= old_weight if counted else 0
+    return evicted
 
 
 def forget_path(path: str) -> None:

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from bundle import gold_results, sql_guard, sql_text
+from bundle import gold_results, sql_functions, sql_guard, sql_text
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.verify import gold_result, gold_shape, verify
 
@@ -115,4 +115,6 @@ def test_gold_runs_with_the_gold_budget(db):
     slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
     with pytest.raises(sql_guard.QueryFailed) as failed:
         gold_shape(slow, db, DEFAULT_LIMITS.replace(gold_max_steps=200_000))
-    assert failed.value.kind == sql_guard.OVER_BUDGET and failed.value.steps == 201_000
+    # Stopped at the first count over the budget: the compile charge plus 200 units of 1,000 steps.
+    compile_steps = sql_functions.compile_charge(slow, DEFAULT_LIMITS.charge_base_steps)
+    assert failed.value.kind == sql_guard.OVER_BUDGET and failed.value.steps == 200_000 + compile_steps
