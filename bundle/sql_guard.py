@@ -21,7 +21,6 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -191,10 +190,10 @@ class _Meter:
     The wall clock is read on every 8th handler call and on every charge: it only guards.
     """
 
-    __slots__ = ("state", "handler", "charge", "add", "exc")
+    __slots__ = ("state", "handler", "charge", "exc")
 
     def __init__(self, max_steps: int, unit: int, deadline: float, start: int = 0) -> None:
-        state: list = [start, 0, None, ""]  # steps counted, handler calls, why stopped, detail
+        state: list = [start, 0, None, "", max_steps]  # steps counted, handler calls, why stopped, detail, most
         self.state = state
         self.exc: BaseException | None = None
         clock = time.monotonic
@@ -219,17 +218,17 @@ class _Meter:
                 state[2] = WALL_GUARD
                 raise sql_functions.Refused("wall guard")
 
-        def add(steps: int) -> bool:
-            """Add ``steps``; True when that puts the query over ``max_steps`` (it is then stopped)."""
-            total = state[0] = state[0] + steps
-            if total > max_steps:
-                state[2] = OVER_BUDGET
-                return True
-            return False
-
         self.handler = handler
         self.charge = charge
-        self.add = add
+
+    def add(self, steps: int) -> bool:
+        """Add ``steps``; True when that puts the query over its most (it is then stopped)."""
+        state = self.state
+        total = state[0] = state[0] + steps
+        if total > state[4]:
+            state[2] = OVER_BUDGET
+            return True
+        return False
 
     def refuse(self, kind: str, detail: str) -> None:
         self.state[2], self.state[3] = kind, detail
@@ -313,7 +312,6 @@ def _failure(exc: BaseException, meter: _Meter, budget_steps: int, wall_s: float
 
 
 _fresh = itertools.count()
-_WITH = re.compile("with", re.IGNORECASE)  # only a text holding it can have common table expressions
 _EXPANSION_DETAIL = ("its common table expressions expand to more than max_expansion_tokens ({:,} tokens) while the "
                      "statement is prepared: each reference to one copies its body (docs/bundle.md, cost model)")
 
@@ -336,7 +334,7 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
     """
     if len(sql) > limits.max_sql_chars:
         raise QueryFailed(OVER_CAP, f"query longer than {limits.max_sql_chars} characters")
-    if _WITH.search(sql) and sql_expansion.expansion(sql, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
+    if "with" in sql.lower() and sql_expansion.expansion(sql, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
         raise QueryFailed(OVER_CAP, _EXPANSION_DETAIL.format(limits.max_expansion_tokens))
     unit = int(limits.progress_steps)
     # sql_functions.compile_charge, written out: the per-call path enters each module once a database.

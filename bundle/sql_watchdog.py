@@ -14,8 +14,10 @@ A guard is set far above anything a budget allows (at least ten times the costli
 its budget, measured at a quarter of a CPU): thread CPU time does not grow with the machine's load,
 so a call that reaches it is a broken build or a machine far out of its depth, not a query.
 
-The thread is started on the first watched call of a process (again in a forked child) and sleeps
-while nothing is watched. Tests drive ``Watchdog.check`` with fake clocks, never a timer.
+The thread is started on the first watched call of a process (again in a forked child), polls on
+its own (a call never wakes it, which would cost the call a switch of threads), and sleeps until
+the next watched call after ``PARK_AFTER_S`` with none. Tests drive ``Watchdog.check`` with fake
+clocks, never a timer.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 POLL_S = 0.05  # how often a watched call's clocks are read; a guard is many seconds, so this is fine enough
+PARK_AFTER_S = 2.0  # the thread sleeps until the next watched call after this long with none
 
 CPU, WALL = "cpu", "wall"  # which guard fired
 
@@ -47,18 +50,15 @@ def _thread_cpu_clock() -> Callable[[], float] | None:
 
 class _ThreadClock(threading.local):
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.clock = _thread_cpu_clock()
 
 
-_thread_clock = _ThreadClock()
+_thread_clock = [_ThreadClock()]  # replaced in a forked child (its one thread is a new one to the kernel)
 
 
 def current_thread_clock() -> Callable[[], float] | None:
     """This thread's CPU clock, readable from the watchdog's thread (made once per thread)."""
-    if _thread_clock.pid != os.getpid():
-        _thread_clock.pid, _thread_clock.clock = os.getpid(), _thread_cpu_clock()
-    return _thread_clock.clock
+    return _thread_clock[0].clock
 
 
 class Watch:
@@ -110,25 +110,32 @@ class Watchdog:
         self._changed = threading.Condition(self._lock)
         self._calls: dict[int, Watch] = {}
         self._thread: threading.Thread | None = None
+        self._parked = False
 
     def start(self, conn: Any, cpu_s: float, wall_s: float) -> Watch:
         """Watch the call that starts now on ``conn``: ``cpu_s`` seconds of this thread's CPU time,
         ``wall_s`` of wall time. ``stop`` it when the call returns (in a ``finally``); the Watch says
-        whether a guard fired."""
+        whether a guard fired. Cheap: the thread polls on its own and is woken only when parked."""
         watched = Watch(conn, self.thread_clock(), cpu_s, self.wall() + wall_s)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             self._calls[id(watched)] = watched
-            if self.start_thread and (self._thread is None or not self._thread.is_alive()):
+            if self._parked:
+                self._changed.notify()
+            elif self._thread is None and self.start_thread:
                 self._thread = threading.Thread(target=self._run, name="spider-scoring-watchdog", daemon=True)
                 self._thread.start()
-            elif len(self._calls) == 1:
-                self._changed.notify()
+        finally:
+            lock.release()
         return watched
 
     def stop(self, watched: Watch) -> None:
         """The watched call returned: no interrupt reaches its connection after this."""
-        with self._lock:
-            self._calls.pop(id(watched), None)
+        lock = self._lock
+        lock.acquire()
+        self._calls.pop(id(watched), None)
+        lock.release()
 
     @contextlib.contextmanager
     def watch(self, conn: Any, cpu_s: float, wall_s: float) -> Iterator[Watch]:
@@ -166,21 +173,35 @@ class Watchdog:
             return len(self._calls)
 
     def _run(self) -> None:
+        idle = 0.0
         while True:
-            with self._lock:
-                while not self._calls:
-                    self._changed.wait()
             time.sleep(self.poll_s)
             try:
                 self.check()
             except Exception:  # noqa: BLE001 - a guard must never take the process down; the next poll tries again
                 pass
+            with self._lock:
+                if self._calls:
+                    idle = 0.0
+                    continue
+                idle += self.poll_s
+                if idle < PARK_AFTER_S:
+                    continue
+                self._parked = True
+                while not self._calls:
+                    self._changed.wait()
+                self._parked, idle = False, 0.0
 
 
 WATCHDOG = Watchdog()
 
+def _after_fork() -> None:
+    WATCHDOG.reset()
+    _thread_clock[0] = _ThreadClock()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=WATCHDOG.reset)
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def describe(watched: Watch) -> str:

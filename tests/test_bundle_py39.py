@@ -26,7 +26,7 @@ out = {
     "batch": reward.trl_reward(["SELECT count(*) FROM Owner"], ground_truth=["SELECT count(*) FROM Owner"]),
     "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
                             for m in ("verify", "sql_extract", "sql_compare", "sql_text", "scoring_limits", "reward_shapes",
-                                      "sql_functions")),
+                                      "sql_functions", "sql_expansion")),
 }
 verify = importlib.import_module("bundle_under_test.verify")
 db = "/pkgs/bundle_under_test/data/databases/pets_club.sqlite"
@@ -38,6 +38,16 @@ for name, sql, gold in [
         ("runaway", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n "
                     "WHERE upper(i) = ''", "SELECT 1")]:
     out[name] = verify.verify(sql, gold, db, is_sql=True, limits=verify.DEFAULT_LIMITS.replace(budget_floor_steps=2000000)).outcome
+nest = "WITH c0(x) AS (SELECT 1)" + "".join(f", c{i}(x) AS (SELECT (SELECT x FROM c{i-1})+(SELECT x FROM c{i-1}))"
+                                             for i in range(1, 17)) + " SELECT x FROM c16"
+endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
+for name, sql, limits in [  # cost model v3 on Python 3.9 and SQLite 3.34
+        ("collation", "SELECT name FROM Owner WHERE name = 'x' COLLATE NOCASE", verify.DEFAULT_LIMITS),
+        ("program_cap", "SELECT " + ", ".join(str(i) for i in range(300)), verify.DEFAULT_LIMITS.replace(max_program_ops=200)),
+        ("program_fits", "SELECT " + ", ".join(str(i) for i in range(40)), verify.DEFAULT_LIMITS.replace(max_program_ops=200)),
+        ("expansion", nest, verify.DEFAULT_LIMITS),
+        ("watchdog", endless, verify.DEFAULT_LIMITS.replace(cpu_guard_s=0.05, budget_floor_steps=10**15))]:
+    out[name] = verify.verify(sql, "SELECT 1", db, is_sql=True, limits=limits).outcome
 
 print(json.dumps(out))
 """
@@ -74,6 +84,8 @@ def test_bundle_runs_on_python_39(docker_client, sample_bundle, tmp_path):
     assert result["doctest_failures"] == 0
     assert (result["value_cap"], result["charged"], result["random"], result["clock"], result["runaway"]) == (
         "prediction_over_cap", "match", "forbidden", "forbidden", "prediction_over_budget")
+    assert (result["collation"], result["program_cap"], result["program_fits"], result["expansion"], result["watchdog"]) == (
+        "forbidden", "prediction_over_cap", "mismatch", "prediction_over_cap", "infrastructure_timeout")
 
 
 NEIGHBOUR_SCRIPT = r"""
