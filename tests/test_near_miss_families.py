@@ -202,6 +202,15 @@ def test_families_choose_and_unknown_names_are_refused():
         near_misses(gold, families=["no_such_family"])
 
 
+def test_a_family_gives_the_same_near_misses_whichever_others_are_asked_for(fixture_dbs):
+    for split in ("train", "validation"):
+        for row in sample_rows(split)[::4]:
+            db = fixture_dbs[row["db_id"]]
+            every = near_misses(row["query"], db)
+            for family in ALL:
+                assert near_misses(row["query"], db, families=[family]) == [m for m in every if m.family == family]
+
+
 def test_a_gold_sqlglot_cannot_read_gives_nothing():
     assert near_misses("There are 4 teams.") == []
 

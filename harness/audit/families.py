@@ -148,8 +148,10 @@ def near_misses(gold: str, database: pathlib.Path | None = None, *,
                 families: Iterable[str] | None = None) -> list[NearMiss]:
     """Every near miss of ``gold`` (SQLite, Spider style) in ``families`` (default :data:`ALL`).
 
-    In the order of :data:`ALL`, then of the edited node in the gold's tree; each SQL text once (under
-    the first family that makes it), none equal to the gold as sqlglot writes it. With ``database``
+    In the order of :data:`ALL`, then of the edited node in the gold's tree; each SQL text once, none
+    equal to the gold as sqlglot writes it. The families are disjoint by construction (no two made the
+    same SQL on a fifth of the dev golds), so a family's near misses are the same whichever others
+    are asked for; should two ever meet, the first in :data:`ALL` keeps it. With ``database``
     (read-only), each one prepares and runs there, and the families that read values read them there;
     without one those families give nothing. A gold sqlglot cannot read gives no near miss."""
     wanted = ALL if families is None else tuple(families)

@@ -95,12 +95,20 @@ def _replace_literal(tree: exp.Expr, ctx: Context, numbers: bool) -> Iterator[Ed
             value = _literal_value(node)
         except ValueError:
             continue
+        if isinstance(node.parent, exp.Neg):
+            continue  # a negative number: its sign sits on the parent
         for other in _neighbours(ctx, column, value):
+            if numbers and _one_apart(other, value):
+                continue  # number_shifted's edit
             new = literal(other)
-            target = i if not isinstance(node.parent, exp.Neg) else None
-            if target is None:
-                continue  # a negative number: its sign sits on the parent; left to number_shifted's rule
-            yield note(node, new), put(tree, target, new)
+            yield note(node, new), put(tree, i, new)
+
+
+def _one_apart(a: object, b: object) -> bool:
+    try:
+        return abs(float(a) - float(b)) == 1  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
 
 
 def number_neighbour(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
