@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench import grader, suite
+from harness.bench import grader, prepare_time, suite
 from harness.bench.evaluator import Evaluator
 from harness.cli import main
-from harness.common.errors import InputError
+from harness.common.errors import HarnessError, InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,3 +162,23 @@ def test_right_answers_differ_in_text_and_wrong_ones_in_rows(fixture_dbs):
     assert right.answer != right.gold != again.answer != right.answer and again.answer.startswith(again.gold)
     assert wrong.answer == "SELECT count(*) FROM Player WHERE points > 60"
 
+
+
+# --- the prepare family ---------------------------------------------------------------------------
+
+def test_prepare_is_timed_with_the_command_make_bundle_runs(tmp_path):
+    argv = prepare_time.command(Path("/spider"), (200, 100, 50), tmp_path / "out")
+    assert argv[1:4] == ["-m", "harness", "prepare"]
+    flags = dict(zip(argv[4::2], argv[5::2]))
+    assert flags == {"--databases": "/spider/database", "--questions": "/spider", "--rows": "200", "--rl-rows": "100",
+                     "--eval-rows": "50", "--output": str(tmp_path / "out")}
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--databases $(SPIDER_DATABASES)" in makefile and "--rows $(ROWS)" in makefile
+    assert prepare_time.SIZES == {"first try": (200, 100, 50), "default splits": (2000, 600, 300)}
+
+
+def test_a_timed_run_counts_its_child_s_cpu_and_a_failing_one_says_so():
+    busy = prepare_time.timed([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"])
+    assert busy["cpu_s"] > 0 and busy["wall_s"] > 0
+    with pytest.raises(HarnessError, match="prepare failed \\(exit 3\\).*no such folder"):
+        prepare_time.timed([sys.executable, "-c", "import sys; sys.stderr.write('no such folder'); sys.exit(3)"])

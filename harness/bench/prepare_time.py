@@ -50,7 +50,7 @@ def run(spider: Path, work: Path, say: Callable[[str], None] = lambda line: None
         output = work / f"prepare-{'-'.join(map(str, sizes))}"
         figures[name] = {"sizes": sizes}
         for state in ("cold", "warm"):
-            say(f"prepare: {name} {sizes}, {state} ...")
+            say(f"  prepare: {name} {sizes}, {state} ...")
             figures[name][state] = timed(command(spider, sizes, output))
     return figures
 
