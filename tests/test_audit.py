@@ -139,7 +139,7 @@ def test_dropping_every_rl_row_is_refused(tmp_path, capsys):
 
 
 def drop_rows(positions: frozenset[int]):
-    return lambda staged: job.Review({"hackable": [], "dropped": sorted(positions)}, positions)
+    return lambda staged, purpose, work: job.Review({"hackable": [], "dropped": sorted(positions)}, positions)
 
 
 def test_the_rows_left_out_leave_a_bundle_that_matches_its_splits(fixture_dbs, tmp_path):
