@@ -201,9 +201,11 @@ submit: $(ZIP) $(PIPELINE) ## verify the bundle, register data + bundle, start $
 # --- grading and reports ----------------------------------------------------------------------------
 # `make grade STAGE=sft` grades $(OUT)/completions/sft.jsonl (or COMPLETIONS=FILE) into $(OUT)/results/sft.jsonl;
 # `make report STAGES="base sft rl" BASELINE=sft` compares them; REPORT_ARGS="--reward-log rl=FILE" adds a run's reward curve.
-grade: $(ZIP) ## grade STAGE's completions ($(OUT)/completions/STAGE.jsonl, or COMPLETIONS=FILE) on $(OUT)/data/eval.jsonl into $(OUT)/results/STAGE.jsonl
+# Grading uses every core this process may use; WORKERS=N sets the worker processes (WORKERS=1: one process).
+WORKERS ?=
+grade: $(ZIP) ## grade STAGE's completions ($(OUT)/completions/STAGE.jsonl, or COMPLETIONS=FILE) on $(OUT)/data/eval.jsonl into $(OUT)/results/STAGE.jsonl, on every core (WORKERS=N)
 	@test -n "$(STAGE)" || { echo "make grade: give STAGE=<name> (e.g. STAGE=sft)" >&2; exit 2; }
-	$(HARNESS) grade --data $(OUT) --zip $(ZIP) --stage $(STAGE) $(if $(COMPLETIONS),--completions $(COMPLETIONS))
+	$(HARNESS) grade --data $(OUT) --zip $(ZIP) --stage $(STAGE) $(if $(COMPLETIONS),--completions $(COMPLETIONS)) $(if $(WORKERS),--workers $(WORKERS))
 
 report: setup ## compare STAGES="base sft rl" (their results in $(OUT)/results/) against BASELINE; print the table, write $(OUT)/report.md and $(OUT)/report.html
 	@test -n "$(STAGES)" || { echo "make report: give STAGES=\"base sft ...\" (graded with make grade STAGE=...)" >&2; exit 2; }

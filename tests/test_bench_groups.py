@@ -1,4 +1,4 @@
-"""The GRPO-batch benchmark (`make bench`, harness.commands.bench_groups) on the sample bundle: it runs,
+"""The GRPO-batch benchmark (`make bench`, harness.bench.groups) on the sample bundle: it runs,
 checks that sharing a group's duplicates changes no score, and prints its figures (which depend on the
 machine and are not judged here)."""
 
@@ -9,7 +9,7 @@ import json
 import shutil
 import sys
 
-from harness.commands import bench_groups
+from harness.bench import groups as bench_groups
 
 
 def test_the_group_benchmark_prints_throughput_with_and_without_sharing(sample_bundle, tmp_path, capsys, monkeypatch):

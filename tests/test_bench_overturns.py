@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands import bench_neighbours, bench_overturns
+from harness.bench import neighbours as bench_neighbours
+from harness.bench import overturns as bench_overturns
 from harness.common.errors import InputError
 
 ROWS = [{"db_id": "pets_1", "query": "SELECT count(*) FROM pets"}, {"db_id": "pets_1", "query": "SELECT 1"},

@@ -59,7 +59,7 @@ CONTEXTS = {
     "proxy": (True, [], ["harness.proxy"], set(), {"harness.common", "harness.proxy"}),
     "prepare": (True, [], ["harness.prepare"], {"bundle"}, {"harness.common", "harness.prepare"}),
     "service": (True, SERVICE_PATHS, ["harness.service"], SERVICE_TOPS, {"harness.common", "harness.service"}),
-    "host": (False, [], ["harness.commands", "harness.audit", "harness.containers", "harness.report", "harness.submit",
+    "host": (False, [], ["harness.commands", "harness.bench", "harness.audit", "harness.containers", "harness.report", "harness.submit",
                        "harness.loadtest", "harness.raygrade"],
              None, None),
 }

@@ -298,7 +298,7 @@ def test_right_answers_to_disputed_golds_are_paid_and_not_overturned(spider_dir,
     # Published predictions labelled right answers to pets_1 dev 47/48 ("the youngest dog", filtering
     # PetType = 'dog') and car_1 dev 154 (strict bounds, or INTERSECT): the search overturns most of
     # them where the gold's mistake shows; judged on the original only, every one is paid.
-    from harness.commands import bench_neighbours
+    from harness.bench import neighbours as bench_neighbours
     pairs = [p for p in json.loads(LABELLED.read_text(encoding="utf-8"))["pairs"]
              if p["dev_index"] in (47, 48, 154) and p["label"] != "wrong answer"]
     assert len(pairs) >= 8

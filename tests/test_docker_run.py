@@ -14,8 +14,10 @@ import pytest
 
 from harness.common import bundle_loader as emulate
 from harness.common.errors import InputError
+from harness.common.layout import Prepared
 from harness.common.rows import read_split
 from harness.containers import trainer as docker_run
+from harness.emulator import main as emulator_main
 from harness.emulator import reward_job
 from harness.prepare import pack
 
@@ -261,3 +263,19 @@ def test_an_input_error_inside_the_container_comes_back_as_one(client, prepared_
     with pytest.raises(InputError, match="eval-00999") as caught:
         docker_run.emulator_job(job, inputs, unpacked_bytes=summary.unpacked_bytes, say=lambda s: None)
     assert str(tmp_path / "c.jsonl") in str(caught.value) and "/opt/spider" not in str(caught.value)
+
+
+@pytest.mark.docker
+def test_the_grader_job_in_the_container_uses_its_cores_with_the_results_of_one_process(client, prepared_sample,
+                                                                                         tmp_path):
+    summary, _ = pack.pack(prepared_sample / "bundle", tmp_path / "bundle.zip")
+    completions = ROOT / "fixtures" / "sample" / "completions-eval.jsonl"
+    job = ["grader", "--zip", "/opt/spider/in/bundle.zip", "--data", "/opt/spider/in/prepared",
+           "--completions", "/opt/spider/in/completions.jsonl"]
+    inputs = {"bundle.zip": tmp_path / "bundle.zip", "prepared/data/eval.jsonl": prepared_sample / "data" / "eval.jsonl",
+              "completions.jsonl": completions}
+    inside, run = docker_run.emulator_job(job, inputs, unpacked_bytes=summary.unpacked_bytes, say=lambda s: None)
+    assert inside["workers"] == 2  # the container's CPU limit, not the host's cores
+    here = emulator_main.job_grader(tmp_path / "bundle.zip", Prepared(prepared_sample), completions, workers=1)
+    assert here["workers"] == 1 and inside["results"] == here["results"]
+    assert _gone(client, run.name)

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from bundle import scoring_entry
-from harness.commands import bench_labels, bench_neighbours
-from harness.commands.bench_labels import ARTEFACT, RIGHT, WRONG, Judged
+from harness.bench import labels as bench_labels
+from harness.bench import neighbours as bench_neighbours
+from harness.bench.labels import ARTEFACT, RIGHT, WRONG, Judged
 from harness.common.errors import InputError
 
 RAW = json.loads(bench_labels.LABELS.read_text(encoding="utf-8"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands import bench_budget
+from harness.bench import budget as bench_budget
 from harness.emulator import hostile
 
 pytestmark = [pytest.mark.real_data, pytest.mark.slow]

@@ -25,12 +25,12 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import importlib
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from harness.audit import families as families_module
 from harness.audit import model, oracle, run
 from harness.audit.model import AuditRow
 from harness.common.bundle_loader import LoadedBundle, remove_unpacked
@@ -54,19 +54,21 @@ class Families:
     tuning: tuple[str, ...]
     held_out: tuple[str, ...]
     descriptions: Mapping[str, str]
+    order: tuple[str, ...] = ()  # every family in the generator's order (default: tuning, then held out)
 
     def group(self, family: str) -> str:
         return "tuning" if family in self.tuning else "held_out" if family in self.held_out else "other"
 
     def chosen(self, which: str) -> tuple[str, ...]:
-        """The families ``which`` names: ``all``, ``tuning`` or ``held_out``."""
-        return {"all": self.tuning + self.held_out, "tuning": self.tuning, "held_out": self.held_out}[which]
+        """The families ``which`` names (``all``, ``tuning`` or ``held_out``), in the generator's order."""
+        wanted = {"all": self.tuning + self.held_out, "tuning": self.tuning, "held_out": self.held_out}[which]
+        return tuple(name for name in (self.order or self.tuning + self.held_out) if name in wanted)
 
 
 def default_families() -> Families:
     """harness.audit.families (the near-miss generator)."""
-    module = importlib.import_module("harness.audit.families")
-    return Families(module.near_misses, tuple(module.TUNING), tuple(module.HELD_OUT), dict(module.DESCRIPTIONS))
+    return Families(families_module.near_misses, tuple(families_module.TUNING), tuple(families_module.HELD_OUT),
+                    dict(families_module.DESCRIPTIONS), tuple(families_module.ALL))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-size", type=int, default=8, metavar="N", help="completions per row (default: 8)")
     parser.add_argument("--steps", type=int, metavar="N", help="steps to run (default: one pass over rl.jsonl)")
     options.add_threads(parser, "concurrent reward calls")
+    options.add_grade_workers(parser, "grader: ", "the job (in the container: its CPU limit)")
     parser.add_argument("--stage", default=EMULATED_STAGE,
                         help=f"grader: the stage the results are for (default: {EMULATED_STAGE})")
     options.add_output(parser, "grader: the per-row results file (default: DATA/results/STAGE.jsonl)")
@@ -80,6 +81,7 @@ def _job(args: argparse.Namespace, zip_path: Path, data: Path, completions: Path
         job += ["--prompts-per-step", str(args.prompts_per_step), "--group-size", str(args.group_size),
                 "--threads", str(args.threads)] + (["--steps", str(args.steps)] if args.steps is not None else [])
     job += ["--completions", str(completions)] if completions else []
+    job += ["--workers", str(args.workers)] if args.mode == "grader" and args.workers is not None else []
     return job + (["--function", args.function] if args.function else [])
 
 
@@ -157,6 +159,8 @@ def run_mode(args: argparse.Namespace) -> int:
     target = None if args.mode == "reward" else check_writable_file(args.output or prepared.results(args.stage),
                                                                      f"the {args.stage} results")
     ray = options.ray_options_of(args)
+    if options.grade_workers_of(args) is not None and args.mode != "grader":
+        raise InputError("--workers is for the grader job (emulate grader); the reward job has --threads")
     if ray is not None and args.mode == "reward":
         raise InputError("--ray is for the grader job (emulate grader); the reward job runs in one process")
     if ray is not None:

@@ -1,6 +1,6 @@
-"""`grade`: score a file of model completions on the eval split with the bundle zip, in this process.
+"""`grade`: score a file of model completions on the eval split with the bundle zip, on this machine.
 
-    python3 -m harness grade --stage sft [--data out] [--zip ZIP] [--completions FILE] [--output FILE]
+    python3 -m harness grade --stage sft [--data out] [--zip ZIP] [--completions FILE] [--output FILE] [--workers N]
                              [--ray auto|HOST:PORT [--ray-workers N] [--ray-shard-rows N]]
 
 Reads ``DATA/data/eval.jsonl`` and the stage's completions (default ``DATA/completions/STAGE.jsonl``;
@@ -9,8 +9,11 @@ as the trainer does and runs the one grading path (harness.emulator.grader_job, 
 `emulate grader`): its ``grader`` once per row with the envelope. Writes per-row results
 (harness.common.results) to ``DATA/results/STAGE.jsonl``. An eval split that is not the one the
 bundle was built with is refused; a row the bundle cannot score is kept with score null and its
-error, never a 0. With ``--ray`` the same path runs sharded over Ray workers
-(harness.raygrade.backend), with the same results in the same order.
+error, never a 0. The rows are graded on every core this process may use (``--workers N``;
+``--workers 1``: in this process), each worker process loading the bundle once
+(harness.emulator.grader_pool), with the same results in the same order as one process. With
+``--ray`` the same path runs sharded over Ray workers (harness.raygrade.backend), with the same
+results in the same order.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--completions", type=Path, metavar="FILE",
                         help="one model completion per eval row (default: DATA/completions/STAGE.jsonl)")
     options.add_output(parser, "the per-row results file to write (default: DATA/results/STAGE.jsonl)")
+    options.add_grade_workers(parser)
     options.add_ray(parser)
 
 
@@ -48,15 +52,17 @@ def run(args: argparse.Namespace) -> int:
     bundle_zip.summarize(zip_path)
     target = check_writable_file(args.output or prepared.results(args.stage), f"the {args.stage} results")
     ray = options.ray_options_of(args)
+    workers = options.grade_workers_of(args)
     if ray is None:
-        document = job_grader(zip_path, prepared, completions)
+        document = job_grader(zip_path, prepared, completions, workers=workers)
     else:
         document = backend.job_grader(zip_path, prepared, completions, options=ray, progress_stream=sys.stderr)
         print(options.ray_line(document["ray"]))
     results = [RowResult(**r) for r in document["results"]]
     write_results(target, results)
     summary = document["summary"]
-    print(f"graded {summary['rows']} rows into {target}: "
+    on = f" on {document['workers']} worker processes" if document.get("workers", 1) > 1 else ""
+    print(f"graded {summary['rows']} rows{on} into {target}: "
           + ", ".join(f"{n} {o}" for o, n in sorted(summary["outcomes"].items())))
     scored = [r for r in results if r.scored]
     if scored:

@@ -3,7 +3,7 @@
 * ``--data DIR``: the prepared folder, an input (``prepare --output`` wrote it; default ``out``);
 * ``--output PATH``: what the command writes;
 * ``--zip ZIP``: the bundle zip, an input (default ``DATA/spider-scoring.zip``, where ``pack`` writes it);
-* ``--threads N``: threads in this process; ``--workers N`` (the service) counts processes;
+* ``--threads N``: threads in this process; ``--workers N`` (the service, grading) counts processes;
 * ``--base-image IMAGE``: what the container images are built on;
 * ``--json FILE``: also write the command's figures or report as JSON;
 * ``--ray ADDRESS`` (``auto`` or ``HOST:PORT``), ``--ray-workers N``, ``--ray-shard-rows N``,
@@ -66,6 +66,23 @@ def add_token_file(parser: argparse.ArgumentParser, what: str) -> None:
     an argument shows in ``ps``); without it, ``$SPIDER_GRADER_TOKEN``."""
     parser.add_argument("--token-file", type=Path, metavar="FILE",
                         help=f"file holding the grader service's token (default: $SPIDER_GRADER_TOKEN); {what}")
+
+
+def add_grade_workers(parser: argparse.ArgumentParser, prefix: str = "", where: str = "this process") -> None:
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help=f"{prefix}worker processes grading the rows, each loading the bundle once; the results are "
+                             f"the same for any N (default: every core {where} may use, at most one a 4 rows)")
+
+
+def grade_workers_of(args: argparse.Namespace) -> int | None:
+    """``--workers`` (None: the default, every usable core); InputError below 1 or beside ``--ray``."""
+    if args.workers is None:
+        return None
+    if args.workers < 1:
+        raise InputError(f"--workers {args.workers}: give 1 or more worker processes (1 grades in this process)")
+    if getattr(args, "ray", None) is not None:
+        raise InputError("--workers is for grading on this machine; with --ray, give --ray-workers N")
+    return args.workers
 
 
 def add_ray(parser: argparse.ArgumentParser) -> None:

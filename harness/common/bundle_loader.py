@@ -230,6 +230,17 @@ def load_bundle(zip_path: str | os.PathLike, workdir: str | os.PathLike | None =
     return loaded
 
 
+def attach_unpacked(zip_path: str, sha256: str, root: str | os.PathLike, package: str,
+                    entries: list[str]) -> LoadedBundle:
+    """A bundle another process of this run unpacked at ``root`` (read-only), imported in this one under
+    the same package name: a grading worker's copy. Closing it forgets the modules and leaves the folder."""
+    loaded = LoadedBundle(zip_path, sha256, Path(root), package, list(entries), None)
+    os.environ["TRAINER_BUNDLE_ROOT"] = str(loaded.root)
+    sys.dont_write_bytecode = True
+    import_package(loaded.root, package)
+    return loaded
+
+
 def directory_listing(places: list[Path]) -> dict[str, tuple[int, int]]:
     """Every file and folder under ``places``: path -> (size, mode). For "no file created" checks."""
     listing: dict[str, tuple[int, int]] = {}

@@ -17,14 +17,16 @@ Standard library only: this runs inside the trainer container too.
 from __future__ import annotations
 
 import collections
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 from harness.common.bundle_loader import LoadedBundle
-from harness.common.errors import InputError
+from harness.common.errors import InputError, UnexpectedError
 from harness.common.outcomes import OUTCOMES, Outcome
 from harness.common.results import RowResult
 from harness.common.rows import SplitRow, index_mismatches
+from harness.emulator import grader_pool
 from harness.emulator.calls import call_score, counters
 
 
@@ -38,10 +40,15 @@ def check_rows(rows: list[SplitRow], index: dict) -> None:
 
 
 def grade_split(loaded: LoadedBundle, rows: list[SplitRow], completions: list[str], *, function: str = "grader",
-                say: Callable[[str], None] = lambda line: None) -> list[RowResult]:
-    """One trainer call per eval row, in row order; a RowResult each."""
+                say: Callable[[str], None] = lambda line: None, workers: int = 1) -> list[RowResult]:
+    """One trainer call per eval row, in row order; a RowResult each. With ``workers`` above 1 the rows
+    are graded on that many worker processes (harness.emulator.grader_pool), with the same results."""
     check_inputs(loaded.index(), rows, completions)
-    results = grade_rows(loaded, rows, completions, function=function)
+    if grader_pool.workers_used(workers, len(rows)) > 1:
+        row_grader(loaded, function)  # a bundle without the function is refused here, as with one process
+        results = grader_pool.grade_on_workers(loaded, rows, completions, workers=workers, function=function, say=say)
+    else:
+        results = grade_rows(loaded, rows, completions, function=function)
     say(grader_summary(results)["line"])
     return results
 
@@ -57,27 +64,46 @@ def grade_rows(loaded: LoadedBundle, rows: list[SplitRow], completions: list[str
                function: str = "grader") -> list[RowResult]:
     """The calls themselves, for rows already checked (``check_inputs``): any run of eval rows, so a
     backend can grade shards of the split in several processes and put them back in order."""
+    grade_one = row_grader(loaded, function)
+    return [grade_one(row, completion) for row, completion in zip(rows, completions)]
+
+
+def row_grader(loaded: LoadedBundle, function: str = "grader") -> Callable[[SplitRow, str], RowResult]:
+    """One row's call and its RowResult, the bundle's function and index looked up once. An exception
+    no call should raise (the bundle's own are classified by ``call_score``) is UnexpectedError naming the row."""
     index = loaded.index()
     fn = loaded.function(function)
     detail_fn = getattr(loaded.module(function.partition(":")[0]), "grade", None)
     counts, reset = counters(loaded)
     db_of = {str(r.get("id")): str(r.get("db_id", "")) for r in index.get("rows", [])}
-    results = []
-    for row, completion in zip(rows, completions):
-        kwargs: dict[str, Any] = {"input": row.prompt, "output": completion, "expected": row.gold}
-        reset()
-        call = call_score(fn, **kwargs)
-        detail, sql, outcome = call.detail, None, call.outcome
-        verdicts: dict = {}
-        if call.kind == "scored":
-            seen = [k for k, v in counts().items() if v]
-            outcome = seen[0] if len(seen) == 1 and seen[0] in OUTCOMES else ("match" if call.score == 1.0 else "mismatch")
-            if callable(detail_fn):
-                outcome, detail, sql, verdicts = _details(detail_fn, kwargs, call.score, outcome)
-        results.append(RowResult(row.id, db_of.get(row.id, ""), row.question, row.gold, completion, sql, call.score,
-                                 outcome or "crash", detail, verdicts.get("original_score", call.score),
-                                 verdicts.get("decided_on", "original")))
-    return results
+
+    def grade_one(row: SplitRow, completion: str) -> RowResult:
+        try:
+            kwargs: dict[str, Any] = {"input": row.prompt, "output": completion, "expected": row.gold}
+            reset()
+            call = call_score(fn, **kwargs)
+            detail, sql, outcome = call.detail, None, call.outcome
+            verdicts: dict = {}
+            if call.kind == "scored":
+                seen = [k for k, v in counts().items() if v]
+                outcome = seen[0] if len(seen) == 1 and seen[0] in OUTCOMES else ("match" if call.score == 1.0 else "mismatch")
+                if callable(detail_fn):
+                    outcome, detail, sql, verdicts = _details(detail_fn, kwargs, call.score, outcome)
+            return RowResult(row.id, db_of.get(row.id, ""), row.question, row.gold, completion, sql, call.score,
+                             outcome or "crash", detail, verdicts.get("original_score", call.score),
+                             verdicts.get("decided_on", "original"))
+        except Exception as exc:
+            raise row_failed(row.id, exc) from exc
+
+    return grade_one
+
+
+def row_failed(row_id: str, exc: BaseException, where: str = "") -> UnexpectedError:
+    """The error for an exception no call should raise while grading ``row_id``: the row, the
+    exception and its traceback, so that a failure in a worker process is as clear as one here."""
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+    return UnexpectedError(f"grading eval row {row_id}{where} failed: {type(exc).__name__}: {exc} (a bug of the "
+                           f"harness: please report it with the row and this traceback)\n{trace}")
 
 
 def _details(detail_fn: Callable[..., Any], kwargs: dict, score: float | None,

@@ -2,7 +2,7 @@
 
     python3 -m harness.emulator.main verify --zip Z --data D [--watch /tmp] [--threads 8]
     python3 -m harness.emulator.main reward --zip Z --data D [--completions C] [--prompts-per-step 8 ...]
-    python3 -m harness.emulator.main grader --zip Z --data D --completions C
+    python3 -m harness.emulator.main grader --zip Z --data D --completions C [--workers N]
     python3 -m harness.emulator.main verdicts --zip Z --data D [--completions C]
 
 ``--data D`` is a prepared folder (harness.common.layout): the splits under ``D/data/``. Progress
@@ -31,11 +31,12 @@ from pathlib import Path
 
 from harness.common.bundle_loader import load_bundle
 from harness.common.completions import read_completions
+from harness.common.cores import usable_cores
 from harness.common.errors import HarnessError, UnexpectedError
 from harness.common.layout import Prepared, require
 from harness.common.results import RowResult
 from harness.common.rows import SplitRow, read_split
-from harness.emulator import checks, grader_job, reward_job, verdicts_job
+from harness.emulator import checks, grader_job, grader_pool, reward_job, verdicts_job
 from harness.emulator.calls import shape_for
 
 Say = Callable[[str], None]
@@ -92,13 +93,15 @@ def grader_document(results: list[RowResult], started: float, **extra: object) -
 
 
 def job_grader(zip_path: Path, data: Prepared, completions_path: Path, *, function: str = "grader",
-               say: Say = lambda line: None) -> dict:
-    """One grader call per eval row (harness.emulator.grader_job), with the evaluation summary."""
+               say: Say = lambda line: None, workers: int | None = None) -> dict:
+    """One grader call per eval row (harness.emulator.grader_job), with the evaluation summary; on
+    ``workers`` processes (default: every core this process may use, at most one a few rows)."""
     rows, completions = eval_inputs(data, completions_path)
+    workers = grader_pool.default_workers(len(rows), usable_cores()) if workers is None else workers
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grader-") as run_dir, load_bundle(zip_path, run_dir) as loaded:
-        results = grader_job.grade_split(loaded, rows, completions, function=function, say=say)
-    return grader_document(results, started)
+        results = grader_job.grade_split(loaded, rows, completions, function=function, say=say, workers=workers)
+    return grader_document(results, started, workers=grader_pool.workers_used(workers, len(rows)))
 
 
 def job_verdicts(zip_path: Path, data: Prepared, completions_path: Path | None, *,
@@ -128,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
             job.add_argument("--function", default=name)
         if name in ("verify", "reward"):
             job.add_argument("--threads", type=int, default=8)
+        if name == "grader":
+            job.add_argument("--workers", type=int, help="grading processes (default: every usable core)")
     sub.choices["verify"].add_argument("--watch", type=Path, action="append", help="writable place to list (repeatable)")
     sub.choices["verify"].add_argument("--max-mutated-golds", type=int)
     reward = sub.choices["reward"]
@@ -148,7 +153,7 @@ def run_job(args: argparse.Namespace, say: Say) -> dict:
                           function=args.function, say=say)
     if args.job == "verdicts":
         return job_verdicts(args.zip, data, args.completions, say=say)
-    return job_grader(args.zip, data, args.completions, function=args.function, say=say)
+    return job_grader(args.zip, data, args.completions, function=args.function, say=say, workers=args.workers)
 
 
 def main(argv: list[str] | None = None) -> int:

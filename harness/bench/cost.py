@@ -79,7 +79,7 @@ def _query(db: Path, sql: str, limits: Limits, budget: int):
 
 
 def golds(steps: list[tuple[int, str, str, Path]], repeat: int, limits: Limits = DEFAULT_LIMITS) -> dict:
-    """CPU per unit of every gold counting at least MIN_UNITS (``steps`` from bench_budget.calibrate)."""
+    """CPU per unit of every gold counting at least MIN_UNITS (``steps`` from budget.calibrate)."""
     measured = []
     for units, db_id, gold, db in steps:
         if units >= MIN_UNITS:

@@ -25,7 +25,7 @@ from bundle import gold_results, neighbour_invariants, neighbour_search, scoring
 from bundle.neighbour_source import read_original
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.verify import Disputed, Neighbour, Searched, verify
-from harness.commands.bench_budget import spider_golds
+from harness.bench.budget import spider_golds
 from harness.prepare import disputed as disputed_golds
 from harness.prepare.neighbours import distil
 

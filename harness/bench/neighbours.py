@@ -12,7 +12,7 @@
 3. reward throughput on the dev pairs (each gold as its own completion: every call a match, the
    most expensive case) with ``semantics=neighbours`` against ``original``, in one run (target: at
    least half); and the same with half the answers wrong (only matches pay for neighbours);
-4. the search's figures (``bench_search``): its cost for the grader and the reward, every real gold
+4. the search's figures (``harness.bench.search``): its cost for the grader and the reward, every real gold
    of train and dev against itself under it, the equivalent rewrites it and the neighbours reject.
 """
 
@@ -31,8 +31,8 @@ from pathlib import Path
 
 from bundle import scoring_entry
 from bundle.verify import verify
-from harness.commands import bench_search
-from harness.commands.bench_search import golds_by_db, neighbours_of, searcher
+from harness.bench import search as bench_search
+from harness.bench.search import golds_by_db, neighbours_of, searcher
 from harness.common import mutate
 from harness.common.files import atomic_write_bytes
 from harness.prepare import bundle_data, job, pack, splits

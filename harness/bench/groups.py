@@ -26,7 +26,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.commands.bench_budget import best_of
+from harness.bench.budget import best_of
 from harness.common.errors import HarnessError
 
 GROUP = 8
@@ -58,7 +58,7 @@ def unshared(completions: list[str]) -> list[str]:
 
 def run(root: Path, rows: list[dict], repeat: int) -> dict:
     """Completions a second with and without sharing, per assumed duplicate rate (the staged dev bundle at ``root``)."""
-    reward = importlib.import_module(f"{root.name}.reward")  # imported by harness.commands.bench.bench_calls
+    reward = importlib.import_module(f"{root.name}.reward")  # imported by harness.bench.calls.run
     chunks = [rows[i:i + PROMPTS] for i in range(0, len(rows) - PROMPTS + 1, PROMPTS)]
     out: dict = {"group": GROUP, "prompts_per_call": PROMPTS, "calls": len(chunks), "rates": {}}
     for distinct in DISTINCT:

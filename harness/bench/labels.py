@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bundle import scoring_entry
-from harness.commands import bench_neighbours
+from harness.bench import neighbours as bench_neighbours
 from harness.common.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
