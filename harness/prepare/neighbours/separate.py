@@ -38,6 +38,7 @@ attempt, the holes are taken in sorted order, and no set of texts is iterated.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import shutil
@@ -58,7 +59,7 @@ class Settings:
     seed: int = 0
     draws: int = 12  # generator draws per hole
     bases: int = 2  # draws the gold may be judged on that are edited when none separates
-    max_added: int = 6  # neighbours added per database at most
+    max_added: int = 10  # neighbours added per database at most
     max_original_bytes: int = 256 * 1024  # where no draw may judge the gold, a small original is edited instead
 
 
@@ -158,7 +159,7 @@ def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], hol
     outcomes: list[Outcome] = []
     for db_id in sorted({h.db_id for h in holes}):
         found = distilled.get(db_id)
-        mine = sorted({h for h in holes if h.db_id == db_id})
+        mine = _in_order({h for h in holes if h.db_id == db_id})
         if found is None:
             outcomes += [Outcome(h, None, "the database has no neighbours (prepare --neighbours)") for h in mine]
             continue
@@ -168,6 +169,13 @@ def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], hol
         out[db_id] = _with_added(found, database.added)
     sql_guard.forget_connections()
     return out, outcomes
+
+
+def _in_order(holes: set[Hole]) -> list[Hole]:
+    """The holes of one database in the order they are closed: those whose witness database shows the
+    most of them wrong first (one neighbour closes them all, within ``max_added``), then in sorted order."""
+    shared = collections.Counter(h.witness for h in holes if h.witness)
+    return sorted(holes, key=lambda h: (-shared[h.witness] if h.witness else 0, h))
 
 
 def _close_one(database: _Database, hole: Hole, settings: Settings) -> Outcome:
