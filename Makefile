@@ -34,7 +34,7 @@ DEMO ?= out/demo
 # makes ./my and ./out), targets that are not the files meant and split arguments: refuse it before
 # anything runs. (The harness itself takes any path: python3 -m harness COMMAND --data "my out".)
 space := $(subst ,, )
-$(foreach v,OUT ZIP DEMO SPIDER_DATABASES SPIDER_QUESTIONS SPIDER_DATA COMPLETIONS GRADER_COMPLETIONS,$(if $(word 2,$($(v))),$(error \
+$(foreach v,OUT ZIP DEMO SPIDER_DATABASES SPIDER_QUESTIONS SPIDER_DATA COMPLETIONS GRADER_COMPLETIONS EVALUATOR,$(if $(word 2,$($(v))),$(error \
 	$(v)="$($(v))": make cannot use a path with a space. Give one without, e.g. $(v)=$(subst $(space),-,$(strip \
 	$($(v)))) (for an input you cannot rename, a link: ln -s "$(strip $($(v)))" NEW-PATH); or run the harness \
 	itself, which takes any path: python3 -m harness COMMAND --help)))
@@ -100,8 +100,14 @@ demo: setup ## the main job on the embedded sample, offline: prepare, pack, veri
 		--reward-log tuned=fixtures/sample/reward-log.jsonl
 	@echo "demo done: $(DEMO)/ holds the splits, the bundle zip, per-row results (results/) and report.{md,html}"
 
-bench: setup ## print the scorer's benchmark figures on real Spider dev pairs, and the neighbours' precision and recall on the labelled set (SPIDER_DATA=DIR)
-	$(HARNESS) bench $(if $(SPIDER_DATA),--spider $(SPIDER_DATA))
+# `make bench`: ONLY=NAME[,NAME] runs those families (ONLY=prepare times make bundle's prepare); EVALUATOR=DIR (a
+# checkout of taoyds/test-suite-sql-eval, outside this repository) times the official evaluator beside the grader;
+# BENCH_ARGS passes other options (e.g. "--quick").
+ONLY ?=
+EVALUATOR ?=
+BENCH_ARGS ?=
+bench: setup ## print the scorer's benchmark figures on real Spider dev pairs, each family as soon as it is measured: the grader beside the official evaluator (EVALUATOR=DIR), the neighbours' precision and recall on the labelled set... (SPIDER_DATA=DIR; ONLY=labels for some families)
+	$(HARNESS) bench $(if $(SPIDER_DATA),--spider $(SPIDER_DATA)) $(if $(ONLY),--only $(ONLY)) $(if $(EVALUATOR),--evaluator $(EVALUATOR)) $(BENCH_ARGS)
 
 bench-ray: setup-ray ## print grading throughput on real Spider dev pairs: local backend, Ray with 1 and 2 workers, Ray's start-up cost (SPIDER_DATA=DIR)
 	$(HARNESS) bench-ray $(if $(SPIDER_DATA),--spider $(SPIDER_DATA))

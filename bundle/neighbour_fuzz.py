@@ -30,13 +30,15 @@ import sqlite3
 try:
     from . import neighbour_invariants as inv
     from . import neighbour_proof
-    from .neighbour_links import Linker, repair
+    from .neighbour_keep import Keeper
+    from .neighbour_links import repair
     from .neighbour_plan import DROP, ColumnPlan
     from .neighbour_source import Draw
 except ImportError:  # run as a standalone file
     import neighbour_invariants as inv  # type: ignore[no-redef]
     import neighbour_proof  # type: ignore[no-redef]
-    from neighbour_links import Linker, repair  # type: ignore[no-redef]
+    from neighbour_keep import Keeper  # type: ignore[no-redef]
+    from neighbour_links import repair  # type: ignore[no-redef]
     from neighbour_plan import DROP, ColumnPlan  # type: ignore[no-redef]
     from neighbour_source import Draw  # type: ignore[no-redef]
 
@@ -45,7 +47,7 @@ NEW = object()  # a new entity's link value: a parent at random
 TWIN = -1  # in a row's given cells: the column whose name it shares with an entity drawn before it
 
 
-class Fuzzer(Linker):
+class Fuzzer(Keeper):
     """Draws neighbour databases of one original (module docstring). One build at a time per Fuzzer."""
 
     def _fill(self, conn: sqlite3.Connection, draw: Draw) -> None:
@@ -62,6 +64,7 @@ class Fuzzer(Linker):
                 else:
                     deferred.append((name, links))
             self._link_depends(name, made[name])
+            self.keep_ties(name, made[name], set(made))
             made[name] = self._insert(conn, name, made[name])
         for name, links in deferred:  # a cycle or a link within one table: its parents are stored now
             self._assign(name, links, made, draw)
@@ -125,6 +128,7 @@ class Fuzzer(Linker):
                 else:
                     row.append(self._cell(col, kept, template is None, counts[j], n, draw))
             self._keep_together(name, row, depends, counts, n)
+            self.keep_extended(name, row, counts, n, draw)
             if twin is not None:
                 self._pair_twin(name, rows, row, twin)
             rows.append(row)
@@ -135,6 +139,7 @@ class Fuzzer(Linker):
                 for j, col in enumerate(columns):  # another entity: it takes no parent of the original row's
                     if col.facts.name.lower() in linked:
                         row[j] = NEW
+            self.tie_row(name, row)
         return rows
 
     def _templates(self, name: str, n: int, made: dict[str, list[list]], draw: Draw) -> list[tuple[tuple | None, dict]]:
@@ -152,6 +157,8 @@ class Fuzzer(Linker):
         new = {j: NEW for j, c in enumerate(columns) if c.facts.name.lower() in self.linked[name]}
         fit = [r for r in sample if self._parents_drawn(name, r, made)]
         rest = [r for r in sample if not self._parents_drawn(name, r, made)]
+        if not names and fit and self.once[name]:
+            return self.distinct_templates(name, n, fit, new, draw)
         if not names:
             return [(draw.choice(fit), {}) if fit else (draw.choice(rest), new) if rest else (None, {})
                     for _ in range(n)]

@@ -15,8 +15,13 @@ search:
   (every value has a digit and at most ``FORMAT_MAX_SHAPES`` shapes: dates, codes, numbers as text
   keep their shape); in a column of nearly distinct values (names, titles), no value repeated more
   often than the original repeats one; where one column determines another in the original on
-  several repeated values (a region its continent), it still does; a value one original row holds
-  in two text columns is held in both or neither (a type whose code and description are both 'CV');
+  several repeated values (a region its continent, a car's make its model, even where the model
+  is a link), it still does; a value one original row holds in two text columns is held in both or
+  neither (a type whose code and description are both 'CV'); a text that starts with its row's
+  other text in the original (a lens 'Canon EF 50mm' of the brand 'Canon') still does;
+* link rows: where no two rows of a link table (links only, beside its own one-column key) share
+  the values of all its link columns (a course listed once on a transcript), no two share them on
+  the neighbour;
 * a table with rows keeps rows, none of them wider than the original's widest or ROOMY_ROW
   bytes (so that a neighbour's record fits the scorer's record cap wherever the original's do).
 
@@ -88,6 +93,9 @@ class TableFacts:
     paired: tuple[tuple[str, str, tuple], ...] = ()  # (a, b, values): a row holding one of them in a or b holds
     # it in both (a type whose code and description are both 'CV')
     widest: int = 0  # the longest row's bytes (``width``): no row is longer (``room``)
+    extends: tuple[tuple[str, str], ...] = ()  # (a, b): every b starts with its row's a (a lens 'Canon EF' of 'Canon')
+    distinct_links: tuple[str, ...] = ()  # its link columns, whose values together no two rows share (a course
+    # listed once on a transcript)
 
     @property
     def room(self) -> int:
@@ -137,7 +145,68 @@ class Profile:
                 "name columns": sum(c.near_unique and not c.unique for c in cols),
                 "dependencies": sum(len(t.depends) for t in self.tables),
                 "paired values": sum(len(t.paired) for t in self.tables),
+                "extended values": sum(len(t.extends) for t in self.tables),
+                "link rows never repeated": sum(bool(t.distinct_links) for t in self.tables),
                 "declared keys naming nothing": len(self.dropped)}
+
+
+# ---- relaxations: one invariant a neighbour may break, for the golds whose question it hides ---------
+
+TOTAL_LINK, NO_NULL = "total link", "column without NULL"  # the kinds ``Profile.counts`` names, singular
+RELAXABLE = (TOTAL_LINK, NO_NULL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Relaxed:
+    """An invariant one neighbour does not keep, and the golds judged there because of it.
+
+    A kept invariant can hide a question: where every room is booked in the original, every
+    neighbour books every room, and "the rooms without a reservation" has the same answer (none)
+    everywhere, so ``SELECT 0`` is paid. ``kind`` is ``TOTAL_LINK`` (``subject``: ``Link.describe()``;
+    its parent rows need no longer all be referenced) or ``NO_NULL`` (``subject``: ``table.column``;
+    it may hold NULL). The index records it per neighbour (``relaxed``); the proof accepts exactly it.
+    """
+
+    kind: str
+    subject: str
+    golds: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "subject": self.subject, "golds": list(self.golds)}
+
+    @staticmethod
+    def from_json(data: dict) -> Relaxed:
+        return Relaxed(str(data["kind"]), str(data["subject"]), tuple(str(g) for g in data.get("golds", ())))
+
+
+def relax(profile: Profile, relaxed: tuple[Relaxed, ...] | list[Relaxed]) -> Profile:
+    """``profile`` without the invariants ``relaxed`` names; ValueError names one that is none of its
+    invariants (a kind not relaxable, a link not total, a column that holds NULL already).
+
+    >>> col = ColumnFacts("rain", "REAL", ("real",), False, False, 1, False)
+    >>> p = Profile((TableFacts("reading", 4, (col,)),), ())
+    >>> relax(p, [Relaxed(NO_NULL, "reading.rain")]).table("reading").column("rain").nulls
+    True
+    """
+    links, tables = list(profile.links), {t.name: t for t in profile.tables}
+    for item in relaxed:
+        if item.kind == TOTAL_LINK:
+            at = next((i for i, k in enumerate(links) if k.total and k.describe() == item.subject), None)
+            if at is None:
+                raise ValueError(f"it relaxes {item.kind} {item.subject}, which is not one of the original's total links")
+            links[at] = dataclasses.replace(links[at], total=False)
+        elif item.kind == NO_NULL:
+            table, _, column = item.subject.partition(".")
+            facts = tables.get(table)
+            col = next((c for c in facts.columns if c.name == column), None) if facts is not None else None
+            if facts is None or col is None or col.nulls or not facts.rows:
+                raise ValueError(f"it relaxes {item.kind} {item.subject}, which is not a column without NULL "
+                                 "of the original")
+            tables[table] = dataclasses.replace(facts, columns=tuple(
+                dataclasses.replace(c, nulls=True) if c is col else c for c in facts.columns))
+        else:
+            raise ValueError(f"it relaxes {item.kind!r}, which is no relaxable invariant ({', '.join(RELAXABLE)})")
+    return dataclasses.replace(profile, tables=tuple(tables[t.name] for t in profile.tables), links=tuple(links))
 
 
 # ---- reading facts with SQL (the same statements mine the original and check a neighbour) -----------
@@ -225,7 +294,8 @@ def to_json(profile: Profile) -> dict:
                 "max_repeat": c.max_repeat, "near_unique": c.near_unique, "shapes": list(c.shapes)}
     return {"tables": [{"name": t.name, "rows": t.rows, "key": list(t.key), "columns": [column(c) for c in t.columns],
                         "depends": [list(d) for d in t.depends], "paired": [[a, b, list(v)] for a, b, v in t.paired],
-                        "widest": t.widest}
+                        "widest": t.widest, "extends": [list(e) for e in t.extends],
+                        "distinct_links": list(t.distinct_links)}
                        for t in profile.tables],
             "links": [{"child": k.child, "child_columns": list(k.child_columns), "parent": k.parent,
                        "parent_columns": list(k.parent_columns), "declared": k.declared, "total": k.total}
@@ -238,7 +308,8 @@ def from_json(data: dict) -> Profile:
         ColumnFacts(c["name"], c["declared"], tuple(c["kinds"]), bool(c["nulls"]), bool(c["unique"]),
                     int(c["max_repeat"]), bool(c["near_unique"]), tuple(c["shapes"])) for c in t["columns"]),
         tuple(t["key"]), tuple((a, b) for a, b in t.get("depends", ())),
-        tuple((a, b, tuple(v)) for a, b, v in t.get("paired", ())), int(t.get("widest", 0))) for t in data["tables"])
+        tuple((a, b, tuple(v)) for a, b, v in t.get("paired", ())), int(t.get("widest", 0)),
+        tuple((a, b) for a, b in t.get("extends", ())), tuple(t.get("distinct_links", ()))) for t in data["tables"])
     links = tuple(Link(k["child"], tuple(k["child_columns"]), k["parent"], tuple(k["parent_columns"]),
                        bool(k["declared"]), bool(k["total"])) for k in data["links"])
     return Profile(tables, links, tuple(data.get("dropped", ())))

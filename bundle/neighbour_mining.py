@@ -59,17 +59,47 @@ def mine(conn: sqlite3.Connection) -> Profile:
     rows = {t.name: t.rows for t in facts}
     links = [dataclasses.replace(k, total=rows[k.parent] > 0 and _scalar(conn, unreferenced_sql(k)) == 0)
              for k in links]
-    return Profile(tuple(_as_linked(t, links) for t in facts), tuple(links), tuple(dropped))
+    return Profile(tuple(_as_linked(conn, t, links) for t in facts), tuple(links), tuple(dropped))
 
 
-def _as_linked(table: TableFacts, links: list[Link]) -> TableFacts:
-    """A link column takes its parent's values: the parent's format governs, and nothing else in the
-    row determines it."""
+def _as_linked(conn: sqlite3.Connection, table: TableFacts, links: list[Link]) -> TableFacts:
+    """A link column takes its parent's values: the parent's format governs, and no other link column
+    determines it; a free column may (a car's make its model: the make stays with its model). Where
+    no two rows share all the table's link values, that is kept (``distinct_links``)."""
     linked = {c.lower() for k in links if k.child == table.name for c in k.child_columns}
     return dataclasses.replace(table, columns=tuple(dataclasses.replace(c, shapes=()) if c.name.lower() in linked
                                                     else c for c in table.columns),
-                               depends=tuple(d for d in table.depends if d[1].lower() not in linked),
-                               paired=tuple(d for d in table.paired if not {d[0].lower(), d[1].lower()} & linked))
+                               depends=tuple(d for d in table.depends
+                                             if d[1].lower() not in linked or d[0].lower() not in linked),
+                               paired=tuple(d for d in table.paired if not {d[0].lower(), d[1].lower()} & linked),
+                               extends=tuple(d for d in table.extends if not {d[0].lower(), d[1].lower()} & linked),
+                               distinct_links=_distinct_links(conn, table, linked))
+
+
+def link_columns(table: TableFacts, linked: set[str]) -> tuple[str, ...]:
+    """The table's columns in ``linked`` (lower-case names), in the table's order."""
+    return tuple(c.name for c in table.columns if c.name.lower() in linked)
+
+
+def repeated_links(conn: sqlite3.Connection, table: str, columns: tuple[str, ...]) -> int:
+    """Rows sharing all of ``columns``' values (none NULL) with an earlier row."""
+    present = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
+    return _scalar(conn, f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {', '.join(quote(c) for c in columns)} "
+                         f"FROM {quote(table)} WHERE {present})) FROM {quote(table)} WHERE {present}")
+
+
+def _distinct_links(conn: sqlite3.Connection, table: TableFacts, linked: set[str]) -> tuple[str, ...]:
+    """A link table's link columns (two or more), where no two of its rows share all their values.
+    A link table holds links only, beside its own one-column key (a transcript's courses, a student's
+    pets); in a table of entities (dogs, votes) a combination of parents unique in a few rows is chance."""
+    columns = link_columns(table, linked)
+    own = {table.key[0].lower()} if len(table.key) == 1 else set()
+    if len(columns) < 2 or any(c.name.lower() not in linked | own for c in table.columns):
+        return ()
+    present = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
+    if _scalar(conn, f"SELECT count(*) FROM {quote(table.name)} WHERE {present}") < 2:
+        return ()
+    return columns if repeated_links(conn, table.name, columns) == 0 else ()
 
 
 def _table_facts(conn: sqlite3.Connection, name: str) -> TableFacts:
@@ -86,7 +116,7 @@ def _table_facts(conn: sqlite3.Connection, name: str) -> TableFacts:
                                    tuple(sorted(found or ()))))
     key = tuple(r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5]))
     return TableFacts(name, rows, tuple(columns), key, _dependencies(conn, name, columns), _paired(conn, name, columns),
-                      widest(conn, name, [c.name for c in columns]))
+                      widest(conn, name, [c.name for c in columns]), _extends(conn, name, columns))
 
 
 def width_sql(columns: list[str]) -> str:
@@ -137,10 +167,37 @@ def split_pairs(conn: sqlite3.Connection, table: str, pair: tuple[str, str, tupl
 
 
 def determined(conn: sqlite3.Connection, table: str, a: str, b: str) -> int:
-    """Values of ``a`` found with more than one value of ``b`` (NULL counting as a value)."""
+    """Values of ``a`` found with more than one value of ``b`` (NULL counting as a value; texts
+    that differ only in case or surrounding spaces as one: car_1 writes a model ' volkswagen' once)."""
     ta, tb = quote(a), quote(b)
+    same = f"CASE WHEN typeof({tb}) = 'text' THEN lower(trim({tb})) ELSE {tb} END"
     return _scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM {quote(table)} WHERE {ta} IS NOT NULL GROUP BY {ta} "
-                         f"HAVING count(DISTINCT {tb}) + (count(*) > count({tb})) > 1)")
+                         f"HAVING count(DISTINCT {same}) + (count(*) > count({tb})) > 1)")
+
+
+def unextended(conn: sqlite3.Connection, table: str, a: str, b: str) -> int:
+    """Rows holding texts in ``a`` and ``b`` where ``b`` does not start with ``a``."""
+    ta, tb = quote(a), quote(b)
+    return _scalar(conn, f"SELECT count(*) FROM {quote(table)} WHERE typeof({ta}) = 'text' AND typeof({tb}) = 'text' "
+                         f"AND substr({tb}, 1, length({ta})) <> {ta}")
+
+
+def _extends(conn: sqlite3.Connection, table: str, columns: list[ColumnFacts]) -> tuple[tuple[str, str], ...]:
+    """Pairs (a, b) of text columns where every b starts with its row's a and is longer on some
+    row, over at least two values of a (a lens 'Canon EF 50mm' of the brand 'Canon')."""
+    texts = [c.name for c in columns if c.kinds == ("text",)]
+    out = []
+    for a in texts:
+        for b in texts:
+            ta, tb, t = quote(a), quote(b), quote(table)
+            if a == b or unextended(conn, table, a, b):
+                continue
+            values, longer = conn.execute(f"SELECT count(DISTINCT {ta}), count(CASE WHEN length({tb}) > length({ta}) "
+                                          f"THEN 1 END) FROM {t} WHERE typeof({ta}) = 'text' AND typeof({tb}) = 'text' "
+                                          f"AND {ta} <> ''").fetchone()
+            if values >= 2 and longer:
+                out.append((a, b))
+    return tuple(out)
 
 
 def _dependencies(conn: sqlite3.Connection, table: str, columns: list[ColumnFacts]) -> tuple[tuple[str, str], ...]:
@@ -201,12 +258,13 @@ def _declared(conn: sqlite3.Connection, facts: tuple[TableFacts, ...]) -> tuple[
 
 
 def _related_names(child: str, parent_table: str, parent_column: str) -> bool:
-    """Whether a number column's name says it holds another table's key (``PetID`` for Pets.PetID)."""
+    """Whether a number column's name says it holds another table's key (``PetID`` for Pets.PetID,
+    ``Airline`` for airlines.uid: a column named for the table it points into)."""
     def norm(text: str) -> str:
         return "".join(ch for ch in text.lower() if ch.isalnum())
     c, col, table = norm(child), norm(parent_column), norm(parent_table)
     stem = table[:-1] if table.endswith("s") and len(table) > 3 else table
-    return (c == col and col not in ("id", "code", "name", "rank")) or c.endswith(stem + col)
+    return (c == col and col not in ("id", "code", "name", "rank")) or c.endswith(stem + col) or c in (table, stem)
 
 
 def _numeric_texts(values: set) -> bool:

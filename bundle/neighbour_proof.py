@@ -3,7 +3,9 @@
 ``violations`` lists every invariant one database breaks; ``prove_bundle`` every one a bundle's
 neighbour databases break, with what each gold judged there presupposes (``judges``): rows where
 it has rows on the original, no row of NULLs where it has none there, and no NULL key it sorts by
-where it sorts by none there. ``prepare`` refuses to write a bundle that fails it, verification
+where it sorts by none there. A neighbour the index records as relaxing an invariant
+(``neighbour_invariants.Relaxed``: a gold's question needs it broken) is proved against every
+other, and judges only the golds that relaxation names. ``prepare`` refuses to write a bundle that fails it, verification
 runs it on the zip, and the grader's search uses no database that fails it. Standard library only.
 
 >>> one, none = sql_compare.bag_shape([(3,)]), sql_compare.bag_shape([], 1)
@@ -53,6 +55,7 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
         for pair in table.paired:
             if neighbour_mining.split_pairs(conn, table.name, pair):
                 out.append(f"{table.name}: a value {pair[0]} and {pair[1]} share in the original is in one of them only")
+        out += _kept_pairings(conn, table, repeats_allowed)
     for link in profile.links:
         orphans = inv._scalar(conn, inv.orphans_sql(link))
         if orphans:
@@ -61,6 +64,23 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
             unreferenced = inv._scalar(conn, inv.unreferenced_sql(link))
             if unreferenced:
                 out.append(f"{link.describe()}: {unreferenced} parent rows no row references (the original references all)")
+    return out
+
+
+def _kept_pairings(conn: sqlite3.Connection, table: inv.TableFacts, repeats_allowed: frozenset[str]) -> list[str]:
+    """The texts extending another and the link rows never repeated that the database breaks."""
+    out = []
+    for a, b in table.extends:
+        broken = neighbour_mining.unextended(conn, table.name, a, b)
+        if broken:
+            out.append(f"{table.name}: {broken} rows whose {b} does not start with their {a}, as every one does "
+                       "in the original")
+    columns = table.distinct_links
+    if columns and not all(c.lower() in repeats_allowed for c in columns):
+        repeated = neighbour_mining.repeated_links(conn, table.name, columns)
+        if repeated:
+            out.append(f"{table.name}: {repeated} rows repeat another's {', '.join(columns)}, which no two rows "
+                       "share in the original")
     return out
 
 
@@ -135,32 +155,48 @@ def prove_bundle(index: dict, data_dir: str) -> list[str]:
     """Every invariant the neighbour databases of a bundle break (its index and ``data/`` folder)."""
     out: list[str] = []
     for db_id, entry in sorted(index.get("databases", {}).items()):
-        files = [os.path.join(data_dir, item["file"]) for item in entry.get("neighbours") or []]
-        if files:
-            out += prove_database(db_id, (index.get("invariants") or {}).get(db_id), files,
+        items = entry.get("neighbours") or []
+        if items:
+            out += prove_database(db_id, (index.get("invariants") or {}).get(db_id),
+                                  [os.path.join(data_dir, item["file"]) for item in items],
                                   (index.get("neighbour_results") or {}).get(db_id) or {},
-                                  (index.get("gold_results") or {}).get(db_id) or {})
+                                  (index.get("gold_results") or {}).get(db_id) or {},
+                                  [item.get("relaxed") or [] for item in items])
     return out
 
 
-def prove_database(db_id: str, invariants: dict | None, files: list[str], results: dict, originals: dict) -> list[str]:
+def prove_database(db_id: str, invariants: dict | None, files: list[str], results: dict, originals: dict,
+                   relaxed: list[list[dict]] | None = None) -> list[str]:
     """Every invariant the neighbour ``files`` of one database break; the index's JSON forms.
 
     ``invariants``: ``{"profile": ..., "repeats_allowed": [...]}``; ``results``: gold -> its result
-    on each neighbour (None where not judged); ``originals``: gold -> its result on the original.
+    on each neighbour (None where not judged); ``originals``: gold -> its result on the original;
+    ``relaxed``: per neighbour, the invariants it need not keep (``inv.Relaxed`` as JSON; none
+    where absent). A neighbour that relaxes one keeps every other, and judges only the golds its
+    relaxations name.
     """
     if invariants is None:
         return [f"{db_id}: neighbour databases without their invariants in the index: rebuild the bundle"]
     profile, allowed = inv.from_json(invariants["profile"]), frozenset(invariants.get("repeats_allowed", ()))
     out: list[str] = []
     for k, path in enumerate(files):
+        items = [inv.Relaxed.from_json(r) for r in (relaxed[k] if relaxed and k < len(relaxed) else [])]
+        here = profile
+        try:
+            here = inv.relax(profile, items)
+        except ValueError as exc:
+            out.append(f"{db_id} neighbour {k + 1}: {exc}")
         conn = inv.open_read_only(path)
         try:
-            out += [f"{db_id} neighbour {k + 1}: {v}" for v in violations(profile, conn, allowed)]
+            out += [f"{db_id} neighbour {k + 1}: {v}" for v in violations(here, conn, allowed)]
             out += [f"{db_id} neighbour {k + 1} judges gold {gold[:70]!r}, but {why}"
                     for gold, why in _unfit(profile, conn, k, results, originals)]
         finally:
             conn.close()
+        if items:
+            named = {g for item in items for g in item.golds}
+            out += [f"{db_id} neighbour {k + 1} judges gold {gold[:70]!r}, which none of its relaxations names"
+                    for gold, per in sorted(results.items()) if k < len(per) and per[k] is not None and gold not in named]
     return out
 
 

@@ -1,63 +1,70 @@
-"""The counterexample search: more neighbour databases for one (gold, prediction), until one tells them apart.
+"""The counterexample search: more databases for one (gold, prediction), until one tells them apart.
 
 A prediction that matches its gold on the original database and on the distilled neighbours may
 still be wrong where no neighbour looks: a few databases chosen in advance for every gold cannot
 see every wrong answer. For such a match the grader (and the reward, when ``search`` says so)
-generates further databases for that very pair, one at a time (``search``):
+judges it on further databases drawn for that gold, one at a time (``search``):
 
-* each is drawn by ``neighbour_fuzz`` from the original, with the gold's and the prediction's
-  literals as special values (texts around LIKE patterns only for the gold's), the gold's grouped
-  columns, no NULL added where either sorts and no tie where either takes a ``min`` or ``max``;
-  its seed is the database, the gold and the prediction's text: the verdict stays a pure function
-  of (completion, row, bundle, settings);
-* it is used only when it keeps every invariant of the original's data (``neighbour_proof``), the
-  gold runs on it, and what the gold presupposes holds there (``neighbour_proof.judges``: rows
-  where the original gives it rows, no row of NULLs, no NULL sort key, unless the original has;
-  ``repeated_identity``: no repeated name where the gold lists by names);
+* they are drawn by ``neighbour_fuzz`` from the original, with the gold's literals as special
+  values (texts around its LIKE patterns), its grouped columns, no NULL added where it sorts and
+  no tie where it takes a ``min`` or ``max``; each seed is the database, the gold and the
+  attempt's number. They depend on nothing the prediction says, so they are built once per gold
+  and every prediction of that gold is only run on them (``neighbour_search_cache``);
+* a prediction that adds to the gold's focus (a literal the gold lacks, a column only it sorts by
+  or takes an extreme of) is judged on a third of them fewer, and then on databases drawn with
+  its additions too, seeded by the gold and those additions (not the prediction's text), and kept
+  the same way for any prediction adding the same. A gold's database that is less fair to the
+  prediction than one drawn for it (a NULL in a column only the prediction sorts by, a tie in a
+  column only it takes an extreme of) is skipped, and one more database of its own replaces it;
+* a database is used only when it keeps every invariant of the original's data
+  (``neighbour_proof``), the gold runs on it, and what the gold presupposes holds there
+  (``neighbour_proof.judges``: rows where the original gives it rows, no row of NULLs, no NULL
+  sort key, unless the original has; ``repeated_identity``: no repeated name where the gold lists
+  by names); an attempt that gives no such database is spent all the same;
 * the prediction is judged on it as on a neighbour (the whole tie at a LIMIT matches too). The
   first database where the rows differ, or where the prediction fails or is over a cap, decides:
   the verdict names it (``search database 3 of concert_singer``);
-* the work is counted: at most ``search_databases`` databases, and ``search_steps`` SQLite VM
-  steps for the gold's and the prediction's runs together. When the budget ends, the match stands;
-  a prediction stopped by the search's budget rather than its own is never a mismatch. The
-  wall-clock guard firing is unscored, as everywhere.
+* the work is counted as if every database were drawn for this prediction: at most
+  ``search_databases`` databases, and ``search_steps`` SQLite VM steps for the gold's runs (the
+  steps it took there, charged again on each search) and the prediction's together. When the
+  budget ends, the match stands; a prediction stopped by the search's budget rather than its own
+  is never a mismatch. The wall-clock guard firing is unscored, as everywhere.
 
+So the verdict is a pure function of (completion, row, bundle, settings): the databases a search
+uses are the same whether it builds them or finds them built, in any order of predictions.
 A prediction whose text is the gold's (whitespace aside) is not searched: it cannot differ.
-The databases are written to a private temporary folder (one file per thread and seed, removed
-after use; the folder at exit); where no folder is writable the search is an infrastructure error,
-never a score.
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import hashlib
 import os
-import shutil
-import tempfile
+import sqlite3
 import threading
+from typing import NamedTuple
 
 try:
     from . import gold_results, neighbour_proof, sql_guard
     from . import neighbour_invariants as inv
+    from . import neighbour_search_cache as cache
     from . import neighbour_values as nv
     from . import verify as verify_mod
     from .neighbour_fuzz import Fuzzer
     from .neighbour_source import Draw, Focus, Original
-    from .scoring_errors import ScoringInfrastructureError
     from .scoring_limits import Limits
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
     import neighbour_invariants as inv  # type: ignore[no-redef]
     import neighbour_proof  # type: ignore[no-redef]
+    import neighbour_search_cache as cache  # type: ignore[no-redef]
     import neighbour_values as nv  # type: ignore[no-redef]
     import sql_guard  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
     from neighbour_fuzz import Fuzzer  # type: ignore[no-redef]
     from neighbour_source import Draw, Focus, Original  # type: ignore[no-redef]
-    from scoring_errors import ScoringInfrastructureError  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
+
+SearchUnavailable = cache.SearchUnavailable  # no writable temporary folder: an infrastructure fault
 
 # Attempts cycle through these: small databases first (cheap, and edge cases show there), then larger.
 PLANS: tuple[dict, ...] = (
@@ -68,6 +75,7 @@ PLANS: tuple[dict, ...] = (
 )
 DECISIVE = (verify_mod.MISMATCH, verify_mod.PREDICTION_ERROR, verify_mod.PREDICTION_OVER_CAP,
             verify_mod.PREDICTION_OVER_BUDGET)  # the answer's own fault on a fair database: it decides
+OWN_SHARE = 3  # a prediction that adds to the gold's focus has this share of its databases drawn with its additions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,13 +94,15 @@ def _normal(sql: str) -> str:
 
 
 def seed(task: Task, sql: str, attempt: int) -> str:
-    """The seed of one attempt: the database, the gold, the prediction's text and the attempt's number."""
+    """A seed of the database, the gold, a prediction's text and an attempt's number (the build's
+    separation draws by it: ``harness.prepare.neighbours.separate``)."""
     return f"spider-scoring-search:{task.sha256}:{_normal(task.gold)}:{_normal(sql)}:{attempt}"
 
 
 def focus(task: Task, sql: str) -> Focus:
     """What the pair asks of a database: both queries' literals and sorted columns, the gold's groups
-    and BETWEEN bounds (a bound the prediction compares with is no more held than the gold's)."""
+    and BETWEEN bounds (a bound the prediction compares with is no more held than the gold's).
+    ``focus(task, task.gold)`` is the gold's alone, which its own databases are drawn with."""
     names = {c.name.lower() for t in task.profile.tables for c in t.columns}
     links = {c.lower() for k in task.profile.links for c in k.child_columns}
     literals: dict[str, list] = {}
@@ -107,119 +117,275 @@ def focus(task: Task, sql: str) -> Focus:
                  nv.between_bounds(task.gold, names))
 
 
-def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limits) -> verify_mod.Searched:
-    """Generate databases for (gold, ``sql``) until one tells them apart or the budget ends (module docstring)."""
+class Own(NamedTuple):
+    """What a prediction adds to its gold's focus, in one order whatever the prediction's text:
+    literals the gold lacks ((column, values) pairs), columns only it sorts by, columns only it
+    takes a ``min`` or ``max`` of."""
+
+    literals: tuple[tuple[str, tuple], ...]
+    sort_columns: tuple[str, ...]
+    distinct: tuple[str, ...]
+
+
+def _in_order(value: object) -> tuple[str, str]:
+    return type(value).__name__, repr(value)
+
+
+def own(task: Task, sql: str, gold: Focus) -> Own | None:
+    """What ``sql`` adds to the gold's focus ``gold`` (``focus(task, task.gold)``), or None: nothing."""
+    full = focus(task, sql)
+    literals = []
+    for name in sorted(full.literals):
+        held = gold.literals.get(name, ())
+        added = [v for v in full.literals[name] if v not in held]
+        if added:
+            literals.append((name, tuple(sorted(added, key=_in_order))))
+    found = Own(tuple(literals), tuple(sorted(full.sort_columns - gold.sort_columns)),
+                tuple(sorted(full.distinct - gold.distinct)))
+    return found if any(found) else None
+
+
+def with_own(gold: Focus, added: Own) -> Focus:
+    """The gold's focus with a prediction's additions: the focus its own databases are drawn with."""
+    literals = {name: list(values) for name, values in gold.literals.items()}
+    for name, values in added.literals:
+        literals.setdefault(name, []).extend(values)
+    return dataclasses.replace(gold, literals=literals, sort_columns=gold.sort_columns | set(added.sort_columns),
+                               distinct=gold.distinct | set(added.distinct))
+
+
+def _key(task: Task, limits: Limits, added: Own | None) -> tuple:
+    """A set's key: the original (its invariants and sample by identity), the gold, the settings and
+    what a prediction adds (None: the gold's own set)."""
+    return (id(task.profile), id(task.source), task.sha256, _normal(task.gold), limits, added)
+
+
+def _set_seed(task: Task, added: Own | None, attempt: int) -> str:
+    if added is None:
+        return f"spider-scoring-search-gold:{task.sha256}:{_normal(task.gold)}:{attempt}"
+    return f"spider-scoring-search-own:{task.sha256}:{_normal(task.gold)}:{added!r}:{attempt}"
+
+
+def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limits,
+           store: cache.Store | None = None) -> verify_mod.Searched:
+    """Judge (gold, ``sql``) on the gold's search databases, then on those of what ``sql`` adds to
+    it, until one tells them apart or the budget ends (module docstring). ``store``: where the
+    databases are kept (default: the process's)."""
     if _normal(sql) == _normal(task.gold):
         return verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", 0, 0)
-    base = focus(task, sql)
-    fuzzers = [Fuzzer(task.source, task.profile, dataclasses.replace(base, **plan)) for plan in PLANS]
-    steps = tried = 0
-    while tried < limits.search_databases and steps < limits.search_steps:
-        name = f"search database {tried + 1} of {task.db_id}"
-        text = seed(task, sql, tried)
-        path = os.path.join(_folder(), f"{threading.get_ident()}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.sqlite")
-        try:
-            refused = fuzzers[tried % len(fuzzers)].build(path, Draw(text))
-            there = None if refused else _judge(task, path, sql, original, limits, limits.search_steps - steps)
-        finally:
-            _remove(path)
-        tried += 1
-        if there is None:
-            continue  # it breaks an invariant, or the gold cannot judge it: the attempt is spent
-        outcome, detail, score, used = there
-        steps += used
-        if outcome in DECISIVE or outcome in verify_mod.UNSCORED:
-            return verify_mod.Searched(name, outcome, score, f"on {name}: {detail}", tried, steps)
-        if outcome != verify_mod.MATCH:
-            break  # the search's own budget ended inside this database: the match stands
-    return verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", tried, steps)
+    store = cache.STORE if store is None else store
+    gold = focus(task, task.gold)
+    added = own(task, sql, gold)
+    extra = max(1, limits.search_databases // OWN_SHARE) if added is not None else 0
+    walk = _Walk(task, sql, original, limits, added)
+    with store.lease(_key(task, limits, None), (task.profile, task.source)) as shared:
+        found = walk.run(store, shared, gold, None, limits.search_databases - extra)
+    if found is None and added is not None and walk.going:
+        with store.lease(_key(task, limits, added), (task.profile, task.source)) as mine:
+            found = walk.run(store, mine, with_own(gold, added), added, extra + walk.skipped)
+    return found or verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", walk.tried, walk.steps)
+
+
+class _Unscored(Exception):
+    """The gold's run on a database being built hit the wall-clock guard or a broken file."""
+
+    def __init__(self, outcome: str, detail: str) -> None:
+        super().__init__(detail)
+        self.outcome, self.detail = outcome, detail
+
+
+class _Walk:
+    """One prediction's way through the sets: attempts and steps counted across them."""
+
+    def __init__(self, task: Task, sql: str, original: gold_results.GoldResult, limits: Limits,
+                 added: Own | None) -> None:
+        self.task, self.sql, self.original, self.limits, self.added = task, sql, original, limits, added
+        self.tried = self.steps = self.skipped = 0
+        self.going = True  # False once the budget ended
+
+    def run(self, store: cache.Store, found: cache.SearchSet, drawn: Focus, added: Own | None,
+            attempts: int) -> verify_mod.Searched | None:
+        """The first ``attempts`` databases of ``found`` (drawn with ``drawn``); a deciding database's
+        Searched, or None."""
+        limits = self.limits
+        build = _Builder(self.task, self.original, limits, store, drawn, added)
+        for i in range(attempts):
+            if self.tried >= limits.search_databases or self.steps >= limits.search_steps:
+                self.going = False
+                return None
+            name = f"search database {self.tried + 1} of {self.task.db_id}"
+            try:
+                database = found.database(i, build)
+            except _Unscored as failed:
+                self.tried += 1
+                return verify_mod.Searched(name, failed.outcome, None, f"on {name}: {failed.detail}", self.tried,
+                                           self.steps)
+            if database is not None and added is None and self.added is not None and \
+                    not _fair(database, self.task, drawn, self.added):
+                self.skipped += 1  # drawn for the gold alone, it would judge what the prediction adds unfairly
+                continue
+            self.tried += 1
+            if database is None:
+                continue  # it breaks an invariant, or the gold cannot judge it: the attempt is spent
+            outcome, detail, score, used = self._judge(database)
+            self.steps += used
+            if outcome in DECISIVE or outcome in verify_mod.UNSCORED:
+                return verify_mod.Searched(name, outcome, score, f"on {name}: {detail}", self.tried, self.steps)
+            if outcome != verify_mod.MATCH:
+                self.going = False  # the search's own budget ended inside this database: the match stands
+                return None
+        return None
+
+    def _judge(self, database: cache.SearchDatabase) -> tuple[str, str, float | None, int]:
+        """(outcome, detail, score, steps used) on one database. The gold's steps there count as if it
+        ran again; stopped by what the search has left (rather than by the prediction's own budget),
+        the outcome is ``_BUDGET_ENDED``."""
+        limits, gold = self.limits, database.gold
+        left = limits.search_steps - self.steps
+        if gold is None or gold.steps > left:
+            return _BUDGET_ENDED, "", 1.0, left
+        cap = max(left - gold.steps, 1)
+        judged = verify_mod.judge(database.path, self.sql, gold, limits, neighbour=True, max_steps=cap)
+        used = gold.steps + judged.steps
+        if judged.outcome == verify_mod.PREDICTION_OVER_BUDGET and cap < limits.budget_steps(gold.steps):
+            return _BUDGET_ENDED, "", 1.0, used  # stopped by the search's budget, not its own
+        return judged.outcome, judged.detail, judged.score, used
 
 
 _BUDGET_ENDED = "search budget ended"
 
 
-def _judge(task: Task, path: str, sql: str, original: gold_results.GoldResult, limits: Limits,
-           left: int) -> tuple[str, str, float | None, int] | None:
-    """(outcome, detail, score, steps used) on one database; None where the gold cannot judge it.
+class _Builder:
+    """Builds the databases of one set, as ``SearchSet.database`` asks (one at a time per set)."""
 
-    The gold's runs and the prediction's may take ``left`` steps together; stopped by that (rather
-    than by the prediction's own budget), the outcome is ``_BUDGET_ENDED``. The wall-clock guard
-    or a broken file is unscored, as everywhere.
-    """
-    try:
-        gold = verify_mod.gold_result(task.gold, path, limits.replace(gold_max_steps=max(left, 1)))
-    except sql_guard.QueryFailed as failed:
-        if failed.kind in (sql_guard.WALL_GUARD, sql_guard.INFRASTRUCTURE):
-            outcome = verify_mod.INFRASTRUCTURE_TIMEOUT if failed.kind == sql_guard.WALL_GUARD else \
-                verify_mod.INFRASTRUCTURE_ERROR
-            return outcome, f"the gold: {failed.detail}", None, failed.steps
-        if failed.kind == sql_guard.OVER_BUDGET:
-            return _BUDGET_ENDED, "", 1.0, left
-        return None  # the gold fails here (a value it cannot handle): this database cannot judge it
-    if neighbour_proof.judges(original, gold):
-        return None  # a question that does not arise here: nothing matches, or "the lowest" is unknown
-    conn = inv.open_read_only(path)
-    try:
-        if neighbour_proof.repeated_identity(conn, task.profile, task.gold):
-            return None  # the gold lists by a name that repeats here: it would be judged, not the answer
-    finally:
-        conn.close()
-    cap = max(left - gold.steps, 1)
-    judged = verify_mod.judge(path, sql, gold, limits, neighbour=True, max_steps=cap)
-    used = gold.steps + judged.steps
-    if judged.outcome == verify_mod.PREDICTION_OVER_BUDGET and cap < limits.budget_steps(gold.steps):
-        return _BUDGET_ENDED, "", 1.0, used  # stopped by the search's budget, not its own
-    return judged.outcome, judged.detail, judged.score, used
+    def __init__(self, task: Task, original: gold_results.GoldResult, limits: Limits, store: cache.Store,
+                 drawn: Focus, added: Own | None) -> None:
+        self.task, self.original, self.limits, self.store = task, original, limits, store
+        self.drawn, self.added = drawn, added
+        self.fuzzers: dict[int, Fuzzer] = {}
+
+    def __call__(self, attempt: int) -> cache.SearchDatabase | None:
+        """Database ``attempt`` of the set, with the gold's result there; None where the gold may not
+        be judged on it. The gold may take the search's whole budget there (each search charges what
+        it took against what it has left)."""
+        task = self.task
+        plan = attempt % len(PLANS)
+        fuzzer = self.fuzzers.get(plan)
+        if fuzzer is None:
+            fuzzer = self.fuzzers[plan] = Fuzzer(task.source, task.profile, dataclasses.replace(self.drawn, **PLANS[plan]))
+        text = _set_seed(task, self.added, attempt)
+        path = self.store.path(text)
+        kept = None
+        try:
+            if not self._write(fuzzer, path, text):
+                kept = self._judged(path, plan)
+        finally:
+            if kept is None or kept.gold is None:
+                cache.remove(path)
+        return kept
+
+    def _write(self, fuzzer: Fuzzer, path: str, text: str) -> list[str]:
+        """Build the file (``Fuzzer.build``); where the folder is full, once more after the store let
+        go of every set no search holds; then an infrastructure error, never a score."""
+        for first in (True, False):
+            try:
+                return fuzzer.build(path, Draw(text))
+            except (sqlite3.OperationalError, OSError) as exc:
+                cache.remove(f"{path}.{os.getpid()}.tmp")
+                if not first:
+                    raise cache.SearchUnavailable(
+                        f"the counterexample search cannot write its databases in {self.store.folder()} ({exc}): "
+                        "free space there, set TMPDIR to a roomier folder, or turn the search off "
+                        "(SPIDER_SCORING_SEARCH=off)") from None
+                self.store.make_room()
+        return []  # not reached: the loop returns or raises
+
+    def _judged(self, path: str, plan: int) -> cache.SearchDatabase | None:
+        task, limits = self.task, self.limits
+        try:
+            gold = verify_mod.gold_result(task.gold, path, limits.replace(gold_max_steps=limits.search_steps))
+        except sql_guard.QueryFailed as failed:
+            if failed.kind in (sql_guard.WALL_GUARD, sql_guard.INFRASTRUCTURE):
+                outcome = verify_mod.INFRASTRUCTURE_TIMEOUT if failed.kind == sql_guard.WALL_GUARD else \
+                    verify_mod.INFRASTRUCTURE_ERROR
+                raise _Unscored(outcome, f"the gold: {failed.detail}") from None  # never kept: it may differ next time
+            if failed.kind == sql_guard.OVER_BUDGET:
+                return cache.SearchDatabase(path, None, plan)  # over the whole budget: every search ends there
+            return None  # the gold fails here (a value it cannot handle): this database cannot judge it
+        if neighbour_proof.judges(self.original, gold):
+            return None  # a question that does not arise here: nothing matches, or "the lowest" is unknown
+        conn = inv.open_read_only(path)
+        try:
+            if neighbour_proof.repeated_identity(conn, task.profile, task.gold):
+                return None  # the gold lists by a name that repeats here: it would be judged, not the answer
+        finally:
+            conn.close()
+        return cache.SearchDatabase(path, gold, plan)
+
+
+def _fair(database: cache.SearchDatabase, task: Task, drawn: Focus, added: Own) -> bool:
+    """Whether a database drawn for the gold alone is as fair to a prediction as one drawn with its
+    additions: no NULL in a column only the prediction sorts by (distinct there too in a plan that
+    draws sort keys distinct), no repeated value in a column only it takes an extreme of, where the
+    generator would have kept it so (``neighbour_plan.Plan._column``)."""
+    distinct_sort = bool(PLANS[database.plan].get("distinct_sort"))
+    for table in task.profile.tables:
+        linked = {c.lower() for k in task.profile.links_of(table.name) for c in k.child_columns}
+        key = {c.lower() for c in table.key}
+        for col in table.columns:
+            name = col.name.lower()
+            sort, extreme = name in added.sort_columns, name in added.distinct
+            if not (sort or extreme):
+                continue
+            grouped = name in drawn.grouped and name not in key
+            nulls, repeats = _column_facts(database, table.name, col.name)
+            if sort and nulls:
+                return False
+            if repeats and name not in linked and ((extreme and not grouped) or (sort and distinct_sort)):
+                return False
+    return True
+
+
+_facts_lock = threading.Lock()
+
+
+def _column_facts(database: cache.SearchDatabase, table: str, column: str) -> tuple[bool, bool]:
+    """(a NULL is there, a value repeats) in ``table.column`` of the database, read once."""
+    found = database.facts.get((table, column))
+    if found is None:
+        conn = inv.open_read_only(database.path)
+        try:
+            t, c = inv.quote(table), inv.quote(column)
+            nulls, repeats = conn.execute(f"SELECT count(*) - count({c}), count({c}) - count(DISTINCT {c}) "
+                                          f"FROM {t}").fetchone()
+        finally:
+            conn.close()
+        found = (bool(nulls), bool(repeats))
+        with _facts_lock:
+            database.facts[(table, column)] = found
+    return found  # type: ignore[return-value]
 
 
 _MEMO_MAX = 8_192
-_memo: dict[tuple, verify_mod.Searched] = {}
+_memo: dict[tuple, tuple[Task, verify_mod.Searched]] = {}
 
 
 def remembered(task: Task, sql: str, original: gold_results.GoldResult, limits: Limits) -> verify_mod.Searched:
     """``search``, remembered per (database, gold, prediction text, limits): a pure function, so a
-    GRPO group's repeated answers and a grader's repeated rows search once per process."""
-    key = (task.sha256, task.gold, _normal(sql), limits)
+    GRPO group's repeated answers and a grader's repeated rows are judged once per process."""
+    key = (id(task.profile), id(task.source), task.sha256, task.gold, _normal(sql), limits)
     found = _memo.get(key)
     if found is None:
-        found = search(task, sql, original, limits)
+        found = (task, search(task, sql, original, limits))  # the task keeps the identities of the key alive
         if len(_memo) >= _MEMO_MAX:
             _memo.clear()
         _memo[key] = found
-    return found
+    return found[1]
 
 
-def forget() -> None:
-    """Forget the searches remembered (a benchmark times the search itself)."""
+def forget(databases: bool = True) -> None:
+    """Forget the searches remembered, and remove the databases kept unless ``databases`` is False
+    (a benchmark times a cold search, or a new prediction of a gold searched before)."""
     _memo.clear()
-
-
-_lock = threading.Lock()
-_made: list[str] = []
-
-
-def _folder() -> str:
-    """The process's private folder for search databases (made once, removed at exit)."""
-    if _made and os.path.isdir(_made[0]):
-        return _made[0]
-    with _lock:
-        if not (_made and os.path.isdir(_made[0])):
-            try:
-                found = tempfile.mkdtemp(prefix="spider-scoring-search-")
-            except OSError as exc:
-                raise SearchUnavailable(f"the counterexample search needs a writable temporary folder ({exc}): set "
-                                        "TMPDIR to one, or turn the search off (SPIDER_SCORING_SEARCH=off)") from None
-            _made[:] = [found]
-            atexit.register(shutil.rmtree, found, True)
-    return _made[0]
-
-
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass  # never written (the build failed before the rename): nothing to remove
-
-
-class SearchUnavailable(ScoringInfrastructureError):
-    """No temporary folder can hold the search's databases: an infrastructure fault, never a score."""
+    if databases:
+        cache.STORE.forget()

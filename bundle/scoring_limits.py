@@ -89,7 +89,8 @@ class Limits:
         "grader", "choice", "counterexample search after a match on the original and its neighbours: for the "
         "grader's calls only, for the reward's too, or never (docs/neighbours.md)", SEARCH)
     search_databases: int = _setting(
-        24, "databases", "databases the counterexample search may generate for one (gold, prediction)")
+        24, "databases", "databases the counterexample search may judge one prediction on (its gold's, built once "
+        "per process, and those of what the prediction adds to the gold)")
     search_steps: int = _setting(
         20_000_000, "VM steps", "work the search's gold and prediction runs may do in all, for one prediction")
 

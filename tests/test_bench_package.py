@@ -48,3 +48,11 @@ def test_a_bench_command_shows_its_help(command):
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "--spider DIR" in done.stdout
+
+
+def test_bench_only_refuses_a_family_it_does_not_know(tmp_path):
+    from harness.bench import suite
+    from harness.common.errors import InputError
+    with pytest.raises(InputError, match="--only lables: no such family of figures; the families are calls"):
+        suite.chosen(["labels", "lables"])
+    assert {"labels", "neighbours"} <= {f.name for f in suite.FAMILIES}

@@ -125,6 +125,16 @@ def test_the_figures_count_precision_on_sampled_overturns_and_recall_on_accepted
     assert (f["recall"]["k"], f["recall"]["n"]) == (1, 2)  # one the original no longer accepts is left out
     assert f["missed"] == [search_wrong.id]
     assert f["not_accepted"] == [reading_wrong[1].id]
+    assert (f["recall_undisputed"]["k"], f["recall_undisputed"]["n"]) == (1, 2)
+
+
+def test_recall_where_the_gold_is_not_disputed_leaves_out_what_only_the_original_judges():
+    wrong = [p for p in PAIRS if p.stratum == "reading" and p.wrong][:3]
+    judged = [Judged(wrong[0], 1.0, 1.0, "original (disputed gold: car_1-x)"), _judged(wrong[1], 1.0, 1.0),
+              _judged(wrong[2], 1.0, 0.0)]
+    f = bench_labels._figures(judged)
+    assert (f["recall"]["k"], f["recall"]["n"]) == (1, 3)
+    assert (f["recall_undisputed"]["k"], f["recall_undisputed"]["n"]) == (1, 2)
 
 
 def test_a_third_of_the_dev_questions_is_held_out_with_every_pair_of_a_question_on_one_side():

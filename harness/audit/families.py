@@ -39,6 +39,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from harness.audit import nearedits as E
+from harness.audit import nearshapes as H
 from harness.audit import nearstructure as S
 from harness.audit import nearvalues as V
 from harness.audit.nearcontext import Context, generate
@@ -75,6 +76,8 @@ _FAMILIES: dict[str, tuple[str, Family]] = {
                          "database", V.number_neighbour),
     "text_replaced": ("a text of a condition replaced by its column's next value below and above, on the database",
                       V.text_replaced),
+    "condition_column_swapped": ("the column of a WHERE condition replaced by another of its table of the same kind "
+                                 "(number, text)", V.condition_column_swapped),
     "text_case_changed": ("a text of a condition lower-cased, upper-cased", E.text_case_changed),
     "literal_quoted": ("a number of a condition written as text, a text of digits as a number", E.literal_quoted),
     "between_strict": ("a BETWEEN read strictly at one end or both", E.between_strict),
@@ -85,6 +88,7 @@ _FAMILIES: dict[str, tuple[str, Family]] = {
     "null_test_negated": ("IS NULL and IS NOT NULL swapped", E.null_test_negated),
     "subquery_value": ("a non-correlated subquery replaced by its value on the database: a scalar by a literal, "
                        "IN (subquery) by IN (its values)", V.subquery_value),
+    "in_list_shrunk": ("one value dropped from x IN (a, b, ...)", H.in_list_shrunk),
     "count_star": ("count(*) made count(c) for a column of its SELECT, count(c) made count(*)", S.count_star),
     "count_distinct": ("count(*) made count(DISTINCT c), count(DISTINCT c) made count(*)", S.count_distinct),
     "aggregate_distinct": ("DISTINCT added to or dropped from count(c), sum or avg", S.aggregate_distinct),
@@ -97,26 +101,36 @@ _FAMILIES: dict[str, tuple[str, Family]] = {
     "limit_added": ("LIMIT 1 added to the outermost query", S.limit_added),
     "limit_dropped": ("one LIMIT dropped, with its OFFSET", S.limit_dropped),
     "limit_changed": ("LIMIT n made n+1 or n-1, OFFSET 1 added", S.limit_changed),
+    "argmax_as_subquery": ("ORDER BY x DESC LIMIT 1 made WHERE x = (SELECT max(x) ...), ASC with min",
+                           H.argmax_as_subquery),
+    "extreme_as_order_limit": ("WHERE x = (SELECT max(x) ...) made ORDER BY x DESC LIMIT 1, min with ASC",
+                               H.extreme_as_order_limit),
     "group_key_changed": ("a GROUP BY column replaced by another of its table", V.group_key_changed),
     "group_dropped": ("one GROUP BY dropped, with its HAVING", S.group_dropped),
     "having_dropped": ("one HAVING dropped, its GROUP BY kept", S.having_dropped),
     "join_dropped": ("one JOIN dropped, the columns that named it re-pointed along its ON where they can be",
                      V.join_dropped),
+    "join_added": ("a table joined along a declared foreign key of a table the SELECT reads", V.join_added),
     "left_join": ("one JOIN made a LEFT JOIN", S.left_join),
     "join_key_swapped": ("a JOIN's ON made another declared foreign key between its two tables", V.join_key_swapped),
     "column_swapped": ("a selected column replaced by another of its table", V.column_swapped),
+    "aggregate_column_swapped": ("the column an aggregate reads replaced by another of its table of the same kind "
+                                 "(number, text)", V.aggregate_column_swapped),
     "operands_swapped": ("a - b made b - a, a / b made b / a", S.operands_swapped),
     "operator_changed": ("+ and - swapped, * and / swapped", S.operator_changed),
     "set_operation_swapped": ("UNION, UNION ALL, INTERSECT, EXCEPT made each other; an EXCEPT's sides swapped",
                               S.set_operation_swapped),
     "set_side_dropped": ("a set operation replaced by one of its sides", S.set_side_dropped),
+    "set_operation_as_condition": ("two sides of one source in one WHERE: UNION as OR, INTERSECT as AND, "
+                                   "EXCEPT as AND NOT", H.set_operation_as_condition),
 }
 
 ALL: tuple[str, ...] = tuple(_FAMILIES)
 DESCRIPTIONS: dict[str, str] = {name: description for name, (description, _f) in _FAMILIES.items()}
 # The families that read the database's values or schema: without a database they give nothing.
 NEEDS_DATABASE: tuple[str, ...] = ("number_neighbour", "text_replaced", "subquery_value", "order_key_changed",
-                                    "group_key_changed", "join_key_swapped", "column_swapped")
+                                    "group_key_changed", "join_key_swapped", "column_swapped",
+                                    "condition_column_swapped", "aggregate_column_swapped", "join_added")
 
 
 def held_out(name: str) -> bool:
@@ -134,8 +148,10 @@ def near_misses(gold: str, database: pathlib.Path | None = None, *,
                 families: Iterable[str] | None = None) -> list[NearMiss]:
     """Every near miss of ``gold`` (SQLite, Spider style) in ``families`` (default :data:`ALL`).
 
-    In the order of :data:`ALL`, then of the edited node in the gold's tree; each SQL text once (under
-    the first family that makes it), none equal to the gold as sqlglot writes it. With ``database``
+    In the order of :data:`ALL`, then of the edited node in the gold's tree; each SQL text once, none
+    equal to the gold as sqlglot writes it. The families are disjoint by construction (no two made the
+    same SQL on a fifth of the dev golds), so a family's near misses are the same whichever others
+    are asked for; should two ever meet, the first in :data:`ALL` keeps it. With ``database``
     (read-only), each one prepares and runs there, and the families that read values read them there;
     without one those families give nothing. A gold sqlglot cannot read gives no near miss."""
     wanted = ALL if families is None else tuple(families)

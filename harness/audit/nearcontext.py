@@ -20,6 +20,7 @@ SQLite VM steps (counted work, never time).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import pathlib
@@ -160,6 +161,17 @@ def owning_select(node: exp.Expr) -> exp.Select | None:
     return parent
 
 
+def sources(select: exp.Expr) -> list[tuple[str, str]]:
+    """(the name that qualifies its columns, as written: its alias or its name; the table's name) of each table
+    a SELECT's own FROM and JOINs read, in order."""
+    out = []
+    for source in [select.args.get("from_")] + list(select.args.get("joins") or []):
+        table = source.this if source is not None else None
+        if isinstance(table, exp.Table) and table.name:
+            out.append((table.alias or table.name, table.name))
+    return out
+
+
 def scope_tables(select: exp.Expr) -> dict[str, str]:
     """{alias or table name, lower-cased: table name} of the tables a SELECT's own FROM and JOINs read."""
     out: dict[str, str] = {}
@@ -180,6 +192,20 @@ class Schema:
     columns: dict[str, tuple[str, ...]]  # lower-cased table name -> column names
     names: dict[str, str]  # lower-cased table name -> the name as declared
     foreign_keys: tuple[tuple[str, str, str, str], ...]  # (table, column, parent table, parent column)
+    types: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # table -> column -> declared type
+
+    def affinity(self, table: str, column: str) -> str:
+        """The column's SQLite type affinity (INTEGER, TEXT, BLOB, REAL or NUMERIC), by SQLite's rules on its type."""
+        declared = self.types.get(table.lower(), {}).get(column.lower(), "").upper()
+        if "INT" in declared:
+            return "INTEGER"
+        if any(word in declared for word in ("CHAR", "CLOB", "TEXT")):
+            return "TEXT"
+        if "BLOB" in declared or not declared:
+            return "BLOB"
+        if any(word in declared for word in ("REAL", "FLOA", "DOUB")):
+            return "REAL"
+        return "NUMERIC"
 
     def table_columns(self, table: str) -> tuple[str, ...]:
         return self.columns.get(table.lower(), ())
@@ -189,17 +215,19 @@ class Schema:
 
 
 def read_schema(conn: sqlite3.Connection) -> Schema:
-    columns, names, keys = {}, {}, []
+    columns, names, types, keys = {}, {}, {}, []
     tables = [r[0] for r in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
     for table in tables:
         quoted = '"' + table.replace('"', '""') + '"'
-        columns[table.lower()] = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({quoted})"))
+        info = conn.execute(f"PRAGMA table_info({quoted})").fetchall()
+        columns[table.lower()] = tuple(r[1] for r in info)
+        types[table.lower()] = {r[1].lower(): r[2] or "" for r in info}
         names[table.lower()] = table
         for row in conn.execute(f"PRAGMA foreign_key_list({quoted})"):
             if row[4] is not None:
                 keys.append((table, row[3], row[2], row[4]))
-    return Schema(columns, names, tuple(sorted(keys)))
+    return Schema(columns, names, tuple(sorted(keys)), types)
 
 
 class Context:
@@ -233,44 +261,43 @@ class Context:
         found = [t for t in tables if self.schema.has(t, column.name)]
         return found[0] if len(found) == 1 else None
 
-    def rows(self, sql: str, params: tuple = (), limit: int = 101) -> list[tuple] | None:
-        """At most ``limit`` rows of ``sql`` on the database; None when it fails or takes too many steps."""
-        if self.conn is None:
-            return None
+    @contextlib.contextmanager
+    def _bounded(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """``conn``, interrupted once a statement has taken MAX_STEPS VM steps."""
         steps = [0]
 
         def progress() -> int:
             steps[0] += 1
             return 1 if steps[0] * _STEP_CHUNK > MAX_STEPS else 0
 
-        self.conn.set_progress_handler(progress, _STEP_CHUNK)
+        conn.set_progress_handler(progress, _STEP_CHUNK)
         try:
-            return self.conn.execute(sql, params).fetchmany(limit)
-        except (sqlite3.Error, OverflowError, ValueError):
-            return None
+            yield conn
         finally:
-            self.conn.set_progress_handler(None, 0)
+            conn.set_progress_handler(None, 0)
+
+    def rows(self, sql: str, params: tuple = (), limit: int = 101) -> list[tuple] | None:
+        """At most ``limit`` rows of ``sql`` on the database; None without one, or when it fails or runs over."""
+        if self.conn is None:
+            return None
+        with self._bounded(self.conn) as conn:
+            try:
+                return conn.execute(sql, params).fetchmany(limit)
+            except (sqlite3.Error, sqlite3.Warning, OverflowError, ValueError):
+                return None
 
     def runs(self, sql: str) -> bool:
         """Whether ``sql`` prepares and runs to its end on the database within MAX_STEPS (True without one)."""
         if self.conn is None:
             return True
-        steps = [0]
-
-        def progress() -> int:
-            steps[0] += 1
-            return 1 if steps[0] * _STEP_CHUNK > MAX_STEPS else 0
-
-        self.conn.set_progress_handler(progress, _STEP_CHUNK)
-        try:
-            cursor = self.conn.execute(sql)
-            while cursor.fetchmany(1000):
-                pass
-            return True
-        except (sqlite3.Error, sqlite3.Warning, OverflowError, ValueError):
-            return False
-        finally:
-            self.conn.set_progress_handler(None, 0)
+        with self._bounded(self.conn) as conn:
+            try:
+                cursor = conn.execute(sql)
+                while cursor.fetchmany(1000):
+                    pass
+            except (sqlite3.Error, sqlite3.Warning, OverflowError, ValueError):
+                return False
+        return True
 
 
 def generate(tree: exp.Expr) -> str | None:

@@ -224,9 +224,10 @@ def _numeric(text: str) -> bool:
 
 
 def text_case_changed(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
-    """A text of a condition lower-cased, and upper-cased, where that changes it."""
+    """A text of a condition lower-cased, and upper-cased, where that changes it (not a LIKE pattern: SQLite's
+    LIKE ignores the case of ASCII letters)."""
     for i, node in positions(tree, exp.Literal, exp.Column):
-        if not is_text(node) or not filtering(node):
+        if not is_text(node) or not filtering(node) or isinstance(node.parent, exp.Like):
             continue
         text = text_of(node)
         for changed in dict.fromkeys((text.lower(), text.upper())):

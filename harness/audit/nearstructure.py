@@ -16,7 +16,18 @@ from collections.abc import Iterator
 
 from sqlglot import exp
 
-from harness.audit.nearcontext import AGGREGATES, Context, clause, edit_at, owning_select, positions, put, set_arg
+from harness.audit.nearcontext import (
+    AGGREGATES,
+    Context,
+    clause,
+    edit_at,
+    is_text,
+    owning_select,
+    positions,
+    put,
+    set_arg,
+    sources,
+)
 from harness.audit.nearedits import Edit, note
 
 _SET_OPERATIONS: tuple[tuple[type[exp.SetOperation], bool], ...] = (
@@ -29,18 +40,36 @@ def _own_columns(select: exp.Select) -> list[exp.Column]:
     """The columns a SELECT names itself (not its sub-queries'), first occurrence of each text, in walk order."""
     seen: dict[str, exp.Column] = {}
     for node in select.walk(prune=lambda n: n is not select and isinstance(n, exp.Query)):
-        if isinstance(node, exp.Column) and owning_select(node) is select and clause(node) != "other":
-            seen.setdefault(node.sql(dialect="sqlite"), node)
+        if (isinstance(node, exp.Column) and owning_select(node) is select and clause(node) != "other"
+                and not is_text(node)):
+            seen.setdefault(node.sql(dialect="sqlite").lower(), node)
     return list(seen.values())
 
 
+MAX_COUNTED = 8  # columns tried in one count(*)
+
+
+def _count_columns(select: exp.Expr | None, ctx: Context) -> list[exp.Expr]:
+    """The columns a ``count(*)`` of ``select`` may be made to count: those the SELECT names (at most 3),
+    then, with a database, every column of the tables it reads (qualified where it reads several), up to
+    MAX_COUNTED: ``count(DISTINCT Year)`` is a near miss of ``count(*)`` though the gold never names Year."""
+    if not isinstance(select, exp.Select):
+        return []
+    out: dict[str, exp.Expr] = {c.sql(dialect="sqlite").lower(): c for c in _own_columns(select)[:3]}
+    read = sources(select)
+    for qualifier, table in read:
+        for name in ctx.schema.table_columns(table):
+            column = exp.column(name, table=qualifier if len(read) > 1 or qualifier != table else None)
+            out.setdefault(column.sql(dialect="sqlite").lower(), column)
+    return list(out.values())[:MAX_COUNTED]
+
+
 def count_star(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
-    """``count(*)`` -> ``count(c)`` for a column ``c`` its SELECT names (at most 3); ``count(c)`` -> ``count(*)``."""
+    """``count(*)`` -> ``count(c)`` (the columns of :func:`_count_columns`); ``count(c)`` -> ``count(*)``."""
     for i, node in positions(tree, exp.Count):
         arg = node.this
         if isinstance(arg, exp.Star):
-            select = owning_select(node)
-            for column in (_own_columns(select)[:3] if select is not None else []):
+            for column in _count_columns(owning_select(node), ctx):
                 new = exp.Count(this=column.copy())
                 yield note(node, new), put(tree, i, new)
         elif isinstance(arg, exp.Column):
@@ -53,8 +82,7 @@ def count_distinct(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
     for i, node in positions(tree, exp.Count):
         arg = node.this
         if isinstance(arg, exp.Star):
-            select = owning_select(node)
-            for column in (_own_columns(select)[:3] if select is not None else []):
+            for column in _count_columns(owning_select(node), ctx):
                 new = exp.Count(this=exp.Distinct(expressions=[column.copy()]))
                 yield note(node, new), put(tree, i, new)
         elif isinstance(arg, exp.Distinct):

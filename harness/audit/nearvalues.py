@@ -9,11 +9,12 @@ first :data:`PER_PLACE` in the table's declared order, so a wide table does not 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from sqlglot import exp
 
 from harness.audit.nearcontext import (
+    AGGREGATES,
     COMPARISONS,
     Context,
     clause,
@@ -21,6 +22,7 @@ from harness.audit.nearcontext import (
     filtering,
     is_number,
     is_text,
+    join_key,
     literal,
     owning_select,
     positions,
@@ -28,6 +30,7 @@ from harness.audit.nearcontext import (
     render,
     scope_tables,
     set_arg,
+    sources,
     text_of,
 )
 from harness.audit.nearedits import Edit, note
@@ -41,11 +44,12 @@ def _quoted(name: str) -> str:
 
 
 def _compared_column(node: exp.Expr) -> exp.Column | None:
-    """The column a literal is compared with (``col < 5``, ``col BETWEEN 1 AND 5``, ``col IN (1, 2)``)."""
+    """The column a literal is compared with (``col < 5``, ``col BETWEEN 1 AND 5``, ``col IN (1, 2)``; a LIKE
+    pattern is no value of its column)."""
     parent = node.parent
     if isinstance(parent, exp.Neg):
         node, parent = parent, parent.parent
-    if isinstance(parent, (*COMPARISONS, exp.Like, exp.Between, exp.In)):
+    if isinstance(parent, (*COMPARISONS, exp.Between, exp.In)):
         other = parent.this if node is not parent.this else parent.args.get("expression")
         if isinstance(other, exp.Column) and not is_text(other):
             return other
@@ -91,12 +95,20 @@ def _replace_literal(tree: exp.Expr, ctx: Context, numbers: bool) -> Iterator[Ed
             value = _literal_value(node)
         except ValueError:
             continue
+        if isinstance(node.parent, exp.Neg):
+            continue  # a negative number: its sign sits on the parent
         for other in _neighbours(ctx, column, value):
+            if numbers and _one_apart(other, value):
+                continue  # number_shifted's edit
             new = literal(other)
-            target = i if not isinstance(node.parent, exp.Neg) else None
-            if target is None:
-                continue  # a negative number: its sign sits on the parent; left to number_shifted's rule
-            yield note(node, new), put(tree, target, new)
+            yield note(node, new), put(tree, i, new)
+
+
+def _one_apart(a: object, b: object) -> bool:
+    try:
+        return abs(float(a) - float(b)) == 1  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
 
 
 def number_neighbour(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
@@ -134,42 +146,77 @@ def subquery_value(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
             yield note(node, new), put(tree, i, new)
 
 
-def _other_columns(ctx: Context, column: exp.Column, prefer: list[str]) -> list[str]:
-    """Up to PER_PLACE other columns of the column's table: those in ``prefer`` first, then declared order."""
+def _other_columns(ctx: Context, column: exp.Column, prefer: list[str], same_affinity: bool) -> list[str]:
+    """Up to PER_PLACE other columns of the column's table: those in ``prefer`` first, then declared order
+    (``same_affinity``: only those of the column's type affinity)."""
     table = ctx.table_of(column)
-    if table is None:
+    if table is None or not ctx.schema.has(table, column.name):
         return []
     names = ctx.schema.table_columns(table)
     ranked = [n for n in prefer if n in names] + list(names)
     out = [n for n in dict.fromkeys(ranked) if n.lower() != column.name.lower()]
+    if same_affinity:
+        kind = _affinity_class(ctx.schema.affinity(table, column.name))
+        out = [n for n in out if _affinity_class(ctx.schema.affinity(table, n)) == kind]
     return out[:PER_PLACE]
 
 
-def _column_swaps(tree: exp.Expr, ctx: Context, where: str) -> Iterator[Edit]:
+def _affinity_class(affinity: str) -> str:
+    """Numbers (INTEGER, REAL, NUMERIC) as one class; TEXT and BLOB (no declared type) as themselves."""
+    return "number" if affinity in ("INTEGER", "REAL", "NUMERIC") else affinity
+
+
+def _column_swaps(tree: exp.Expr, ctx: Context, wanted: Callable[[exp.Column], bool],
+                  same_affinity: bool = False) -> Iterator[Edit]:
+    """Each column ``wanted`` says is one to swap, replaced by each of its table's other columns (PER_PLACE)."""
     if ctx.conn is None:
         return
     for i, node in positions(tree, exp.Column):
-        if not isinstance(node, exp.Column) or clause(node) != where or is_text(node):
+        if not isinstance(node, exp.Column) or is_text(node) or not wanted(node):
             continue
-        if where == "select" and node.parent is not None and not isinstance(node.parent, (exp.Select, exp.Alias)):
-            continue  # a column inside an expression or aggregate: the plain selected columns only
         select = owning_select(node)
         selected = [c.name for c in (select.expressions if select is not None else []) if isinstance(c, exp.Column)]
-        for name in _other_columns(ctx, node, selected):
+        for name in _other_columns(ctx, node, selected, same_affinity):
             new = exp.column(name, table=node.table or None)
             yield note(node, new), put(tree, i, new)
 
 
+def _selected(column: exp.Column) -> bool:
+    """A plain column of a SELECT list (not inside an expression or an aggregate)."""
+    return clause(column) == "select" and isinstance(column.parent, (exp.Select, exp.Alias))
+
+
+def _aggregated(column: exp.Column) -> bool:
+    """The column an aggregate reads (``avg(salary)``, ``count(DISTINCT name)``), wherever the aggregate is."""
+    parent = column.parent.parent if isinstance(column.parent, exp.Distinct) else column.parent
+    return isinstance(parent, AGGREGATES)
+
+
+def _compared(column: exp.Column) -> bool:
+    """The column of a WHERE condition that compares it with a value (``age > 40``, ``name LIKE 'a%'``)."""
+    parent = column.parent
+    return (clause(column) == "where" and isinstance(parent, (*COMPARISONS, exp.Like, exp.Between, exp.In))
+            and parent.this is column and not join_key(parent))
+
+
 def column_swapped(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
-    yield from _column_swaps(tree, ctx, "select")
+    yield from _column_swaps(tree, ctx, _selected)
+
+
+def aggregate_column_swapped(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
+    yield from _column_swaps(tree, ctx, _aggregated, same_affinity=True)
+
+
+def condition_column_swapped(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
+    yield from _column_swaps(tree, ctx, _compared, same_affinity=True)
 
 
 def order_key_changed(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
-    yield from _column_swaps(tree, ctx, "order")
+    yield from _column_swaps(tree, ctx, lambda c: isinstance(c.parent, exp.Ordered))
 
 
 def group_key_changed(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
-    yield from _column_swaps(tree, ctx, "group")
+    yield from _column_swaps(tree, ctx, lambda c: clause(c) == "group")
 
 
 def join_dropped(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
@@ -207,6 +254,36 @@ def _drop_join(select: exp.Expr, k: int, gone: str, ctx: Context) -> exp.Expr:
         holders = sorted({alias for alias, table in kept.items() if ctx.schema.has(table, column.name)})
         if holders:
             column.set("table", exp.to_identifier(holders[0]))
+    return select
+
+
+def join_added(tree: exp.Expr, ctx: Context) -> Iterator[Edit]:
+    """A table joined along a declared foreign key of a table the SELECT reads (at most PER_PLACE a SELECT):
+    each row repeated once per matching row, or dropped where none matches."""
+    if ctx.conn is None:
+        return
+    for i, node in positions(tree, exp.Select):
+        tables = sources(node)
+        read = {table.lower() for _q, table in tables}
+        made = 0
+        for table, column, parent, parent_column in ctx.schema.foreign_keys:
+            if made >= PER_PLACE:
+                break
+            if table.lower() in read and parent.lower() not in read:
+                mine, other, my_column, other_column = table, parent, column, parent_column
+            elif parent.lower() in read and table.lower() not in read:
+                mine, other, my_column, other_column = parent, table, parent_column, column
+            else:
+                continue
+            alias = next(q for q, t in tables if t.lower() == mine.lower())
+            on = exp.EQ(this=exp.column(my_column, table=alias), expression=exp.column(other_column, table=other))
+            join = exp.Join(this=exp.to_table(other), on=on)
+            made += 1
+            yield f"+ JOIN {other} ON {render(on)}", edit_at(tree, i, functools.partial(_add_join, join=join))
+
+
+def _add_join(select: exp.Expr, join: exp.Expr) -> exp.Expr:
+    select.set("joins", list(select.args.get("joins") or []) + [join.copy()])
     return select
 
 

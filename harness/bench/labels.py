@@ -19,6 +19,8 @@ generator. Printed:
 - precision: of the ``overturn`` pairs overturned now, the share labelled "wrong answer";
 - recall: of the "wrong answer" pairs of ``search`` and ``reading`` that the original accepts, the
   share rejected now (``overturn`` pairs are left out: they were chosen because they were rejected);
+  and the same where the gold is not disputed (a disputed gold is judged on the original only, so
+  no neighbour rejects its wrong answers: docs/disputed-golds.md);
 - each with its 95% Wilson interval, beside the targets (90% each, issue 25);
 - each also on two parts of the set, fixed by a seed before any rule was tuned against it
   (``part``): the *tuning* part, whose misses and artefacts are listed by id, and the *held-out*
@@ -225,6 +227,8 @@ def _figures(judged: list[Judged]) -> dict:
     overturns = [j for j in judged if j.pair.stratum == "overturn" and j.rejected]
     rejected_any = [j for j in judged if j.rejected]
     wrong_accepted = [j for j in judged if j.pair.stratum in RECALL_STRATA and j.pair.wrong and j.accepted]
+    # a disputed gold is judged on the original only (docs/disputed-golds.md): no neighbour can reject its wrong answers
+    undisputed = [j for j in wrong_accepted if not j.decided_on.startswith("original (disputed")]
     by_stratum = {s: _share(sum(j.rejected for j in wrong_accepted if j.pair.stratum == s),
                             sum(j.pair.stratum == s for j in wrong_accepted)) for s in RECALL_STRATA}
     return {
@@ -238,6 +242,7 @@ def _figures(judged: list[Judged]) -> dict:
         "precision_all_labelled": _share(sum(j.pair.wrong for j in rejected_any), len(rejected_any)),
         "recall": _share(sum(j.rejected for j in wrong_accepted), len(wrong_accepted)),
         "recall_by_stratum": by_stratum,
+        "recall_undisputed": _share(sum(j.rejected for j in undisputed), len(undisputed)),
         "missed": sorted(j.pair.id for j in wrong_accepted if not j.rejected),
         "decided_on": dict(collections.Counter(j.decided_on.split(" of ")[0] for j in rejected_any)),
     }
@@ -262,15 +267,17 @@ def _interval(s: dict) -> str:
     return f"{s['k']} of {s['n']}: {share} (95% Wilson {s['low']:.1%}-{s['high']:.1%})"
 
 
-def print_figures(f: dict, neighbours: dict) -> None:
-    """The labelled set's figures, then the rewrites and throughput of ``neighbours`` (bench_neighbours.run)."""
+def print_figures(f: dict, neighbours: dict | None) -> None:
+    """The labelled set's figures, then the rewrites and throughput of ``neighbours`` (neighbours.run),
+    where measured."""
     print(f"labelled set        {f['pairs']} published dev predictions of {f['systems']} systems on {f['databases']} "
           f"databases, judged by hand ({LABELS.relative_to(ROOT)}); staged and judged in "
           f"{f['build_seconds'] + f['judge_seconds']:.0f} s")
     _print_part("all pairs", f, ids=False)
     for name in (TUNING, HELD_OUT):
         _print_part(f"{name} part", f["parts"][name], ids=name == TUNING)
-    _print_rest(neighbours)
+    if neighbours:
+        _print_rest(neighbours)
 
 
 def _print_part(title: str, f: dict, ids: bool = True) -> None:
@@ -285,6 +292,8 @@ def _print_part(title: str, f: dict, ids: bool = True) -> None:
     strata = ", ".join(f"{name} {s['k']}/{s['n']}" for name, s in f["recall_by_stratum"].items())
     print(f"    recall          wrong answers the original accepts that are rejected: {_interval(r)}; target >= "
           f"{RECALL_TARGET:.0%} ({strata})")
+    u = f["recall_undisputed"]
+    print(f"    recall where the gold is not disputed (a disputed gold is judged on the original only): {_interval(u)}")
     if not ids:
         print(f"    artefacts {f['artefacts']}, missed {f['missed']} (ids only for the tuning part)")
         return

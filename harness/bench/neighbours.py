@@ -26,7 +26,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from bundle import scoring_entry
@@ -144,19 +144,30 @@ def with_neighbours(root: Path, dest: Path, work: Path) -> Path:
     return dest
 
 
-def run(spider: Path, root: Path, rows: list[dict], repeat: int, *, quick: bool, show: int) -> dict:
+def run(spider: Path, root: Path, rows: list[dict], repeat: int, *, quick: bool, show: int,
+        say: Callable[[str], None] = lambda line: None) -> dict:
+    """Every figure of the family; ``say`` hears which step starts (the steps print nothing themselves)."""
     with tempfile.TemporaryDirectory(prefix="spider-bench-neighbours-") as tmp:
         work = Path(tmp)
         staged = with_neighbours(root, work / "staged", work / "staged-work")
-        with contextlib.redirect_stdout(io.StringIO()):
-            figures = {"default_splits": default_splits(spider, work / "splits"),
-                       "dev": dev_build(spider, work / "dev", show),
-                       "throughput": throughput(staged, rows, repeat),
-                       "throughput_half_wrong": throughput(staged, rows, repeat, wrong_share=0.5),
-                       "search": {"throughput": bench_search.throughput(staged, rows[:60], 1)}}
-            if not quick:
-                figures["search"]["all_golds"] = bench_search.all_golds(spider, work / "all")
-                figures["search"]["rewrites"] = bench_search.rewrites(spider, work / "rewrites")
+        steps: list[tuple[str, Callable[[], dict]]] = [
+            ("default_splits", lambda: default_splits(spider, work / "splits")),
+            ("dev", lambda: dev_build(spider, work / "dev", show)),
+            ("throughput", lambda: throughput(staged, rows, repeat)),
+            ("throughput_half_wrong", lambda: throughput(staged, rows, repeat, wrong_share=0.5)),
+            ("search", lambda: {"throughput": bench_search.throughput(staged, rows[:60], 1)})]
+        if not quick:
+            steps += [("all_golds", lambda: bench_search.all_golds(spider, work / "all")),
+                      ("rewrites", lambda: bench_search.rewrites(spider, work / "rewrites"))]
+        figures: dict = {}
+        for name, step in steps:
+            say(f"  neighbours: {name.replace('_', ' ')} ...")
+            with contextlib.redirect_stdout(io.StringIO()):
+                found = step()
+            if name in ("all_golds", "rewrites"):
+                figures["search"][name] = found
+            else:
+                figures[name] = found
     return figures
 
 

@@ -1,5 +1,5 @@
 """`bench`: the scorer's figures on real Spider dev pairs, each against a baseline measured in the same
-run (harness.bench.suite measures them; docs/benchmark.md)."""
+run, each family printed as soon as it is measured (harness.bench.suite runs them; docs/benchmark.md)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,22 @@ import json
 import os
 
 from harness.bench import suite
-from harness.common.files import atomic_write_bytes
+from harness.bench.evaluator import Evaluator
+from harness.common.files import atomic_write_bytes, check_writable_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spider", default=os.environ.get("SPIDER_DATA"), metavar="DIR",
                         help="Spider folder with dev.json and database/ (default: $SPIDER_DATA)")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="run this family of figures only (repeatable, or several joined by commas): "
+                             + ", ".join(f.name for f in suite.FAMILIES) + " (prepare runs only when named)")
+    parser.add_argument("--evaluator", metavar="DIR",
+                        help="a checkout of taoyds/test-suite-sql-eval, outside this repository: the grader family "
+                             "times its execution match beside the grader (default: not measured)")
     parser.add_argument("--pairs", type=int, default=400, help="dev pairs timed (default 400)")
+    parser.add_argument("--grader-pairs", type=int, default=150, metavar="N",
+                        help="distinct dev golds the grader family answers, right and wrong (default 150)")
     parser.add_argument("--repeat", type=int, default=5, help="timings per pair; the minimum counts (default 5)")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
     parser.add_argument("--quick", action="store_true",
@@ -25,8 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spider = suite.check_spider(args.spider)
-    figures = suite.run(spider, pairs=args.pairs, repeat=args.repeat, quick=args.quick, show=args.show_separated)
-    suite.print_figures(figures)
+    only = [n.strip() for given in args.only or [] for n in given.split(",") if n.strip()]
+    families = suite.chosen(only)  # an unknown name is refused before anything runs
+    evaluator = Evaluator(args.evaluator) if args.evaluator else None
+    if args.json_out:
+        check_writable_file(args.json_out, "the figures")
+    figures = suite.run_all(spider, [f.name for f in families] if only else None, pairs=args.pairs,
+                            repeat=args.repeat, quick=args.quick, show=args.show_separated,
+                            grader_pairs=args.grader_pairs, evaluator=evaluator)
     if args.json_out:
         atomic_write_bytes(args.json_out, json.dumps(figures, indent=1).encode())
     return 0

@@ -95,9 +95,25 @@ def neighbours(built: dict, index: dict, chosen: tuple[str, ...]) -> dict:
                       "separated": d.separated, "constants": d.constants, "constants_separated": d.constants_separated,
                       "not_judged": d.unjudged, "invariants": d.profile.counts()}
               for db_id, d in sorted(built.items())}
+    for db_id, d in built.items():
+        per_db[db_id]["relaxed"] = [{"neighbour": k + 1, **r.to_json()} for k, items in sorted(d.relaxed.items())
+                                    for r in items]
     total = {key: sum(v[key] for v in per_db.values())
              for key in ("kept", "bytes", "look_alikes", "separated", "constants", "constants_separated")}
-    return {"splits": list(chosen), "databases": per_db, "total": total}
+    return {"splits": list(chosen), "databases": per_db, "total": total, "hidden": hidden_section(built)}
+
+
+def hidden_section(built: dict) -> dict:
+    """The golds whose question a kept invariant hid (harness.prepare.neighbours.relax): how many per
+    invariant kind before and after the relaxed neighbours, and each with what was done and why."""
+    found = [h for d in built.values() for h in d.hidden]
+
+    def kind(h) -> str:
+        return (h.relaxed or h.asks[0]).kind
+
+    return {"before": dict(sorted(collections.Counter(kind(h) for h in found).items())),
+            "after": dict(sorted(collections.Counter(kind(h) for h in found if h.relaxed is None).items())),
+            "golds": [h.as_json() for h in sorted(found, key=lambda h: (h.db_id, h.gold))]}
 
 
 def build(selection: splits.Selection, sizes: splits.Sizes, rules: splits.Rules,
@@ -142,6 +158,24 @@ def _render_neighbours(found: dict) -> str:
             f"{'/'.join(found['splits'])}, {total['bytes']:,} bytes ({total['bytes'] / 1e6:.1f} MB); they tell "
             f"{total['separated']} of {total['look_alikes']} look-alike queries and {total['constants_separated']} "
             f"of {total['constants']} constant answers from their golds where the original database cannot")
+
+
+def _golds(n: int) -> str:
+    return f"{n} gold" + ("" if n == 1 else "s")
+
+
+def _render_hidden(found: dict) -> list[str]:
+    """The relaxed neighbours in a line: per database the invariant relaxed and for how many golds."""
+    hidden = (found or {}).get("hidden") or {}
+    if not hidden.get("golds"):
+        return []
+    relaxed = [f"{db_id} {r['kind']} {r['subject']} ({_golds(len(r['golds']))})"
+               for db_id, d in found["databases"].items() for r in d.get("relaxed", [])]
+    before, after = sum(hidden["before"].values()), sum(hidden["after"].values())
+    return [f"invariants that hid a question: {_golds(before)} answered the same on every neighbour because a kept "
+            f"invariant rules out what they ask ({render_count(hidden['before'])}); {before - after} told apart by "
+            f"{len(relaxed)} relaxed neighbours: " + "; ".join(relaxed[:4]) + ("; ..." if len(relaxed) > 4 else "")
+            + f"; {after} still hidden (prepare-summary.json, neighbours.hidden)"]
 
 
 def _render_audit(found: dict | None) -> list[str]:
@@ -241,6 +275,7 @@ def render(summary: dict) -> str:
         lines.append(f"  skipped ({reason}): {', '.join(names)}")
     lines.extend(_render_disputed(summary.get("disputed")))
     lines.append(_render_neighbours(summary.get("neighbours") or {}))
+    lines.extend(_render_hidden(summary.get("neighbours") or {}))
     lines.extend(_render_audit(summary.get("audit")))
     if summary["shared_golds"]:
         verb = "kept" if settings["keep_shared_golds"] else "left out"

@@ -10,6 +10,8 @@ at data preparation:
 
 * ``variants``: the queries to tell each gold from (small edits of the gold);
 * ``distil``: candidates built, evaluated, and a few kept by greedy choice;
+* ``questions`` and ``relax``: where a kept invariant hides a gold's question (every room booked,
+  for "the rooms without a reservation"), a neighbour that relaxes that invariant, for that gold;
 * ``attach``: the kept files, proved, with the golds' results on them and the invariants, into
   the bundle's data and index.
 """

@@ -4,6 +4,9 @@ Index additions (README, "Bundle data layout"; ``bundle/bundle_index.py`` reads 
 
     "databases": {"<db_id>": {..., "neighbours": [{"file": "neighbours/<db_id>-1.sqlite",
                                                    "sha256": "...", "bytes": 12288}, ...]}}
+        a neighbour that relaxes an invariant for golds a kept one hides (``relax``) also has
+        "relaxed": [{"kind": "total link", "subject": "Reservations(Room) -> Rooms(RoomId)",
+                     "golds": ["<gold text>", ...]}]
     "neighbour_results": {"<db_id>": {"<gold text>": [<result on neighbour 1> | null, ...]}}
     "invariants": {"<db_id>": {"profile": {...}, "repeats_allowed": ["hometown", ...]}}
     "neighbours": {"seed": 0, "candidates": 24, "max_keep": 3, "max_rows": 60, "splits": ["eval", "rl"]}
@@ -25,25 +28,34 @@ from pathlib import Path
 
 from bundle import gold_results, neighbour_invariants, neighbour_proof
 from harness.common.errors import HarnessError
+from harness.prepare.neighbours import relax
 from harness.prepare.neighbours.distil import Distilled, Settings, distil
 
 FOLDER = "neighbours"
 
 
 DEFAULT_SETTINGS = Settings()
+DEFAULT_RELAXATION = relax.Settings()
 
 
 def build(golds_by_db: Mapping[str, Iterable[str]], databases: Mapping[str, Path], work: Path,
-          settings: Settings = DEFAULT_SETTINGS, say=lambda message: None) -> dict[str, Distilled]:
-    """Distil the neighbours of each database, in db_id order, with that database's golds."""
+          settings: Settings = DEFAULT_SETTINGS, say=lambda message: None,
+          relaxation: relax.Settings | None = DEFAULT_RELAXATION) -> dict[str, Distilled]:
+    """Distil the neighbours of each database, in db_id order, with that database's golds; then, unless
+    ``relaxation`` is None, add a relaxed neighbour where a kept invariant hides golds (``relax``)."""
     out = {}
     for db_id in sorted(golds_by_db):
         golds = sorted(set(golds_by_db[db_id]))
-        out[db_id] = distil(db_id, Path(databases[db_id]), golds, work / db_id, settings)
-        found = out[db_id]
+        found = distil(db_id, Path(databases[db_id]), golds, work / db_id, settings)
         say(f"neighbours {db_id}: {len(found.files)} kept of {found.candidates_built}; separate "
             f"{found.separated} of {found.targets} look-alike queries and {found.constants_separated} of "
             f"{found.constants} constant answers")
+        if relaxation is not None:
+            found = relax.relax(found, Path(databases[db_id]), work / db_id / "relax", relaxation)
+            for k, items in sorted(found.relaxed.items()):
+                say(f"neighbours {db_id}: neighbour {k + 1} relaxes " + "; ".join(
+                    f"{r.kind} {r.subject} for {len(r.golds)} golds" for r in items))
+        out[db_id] = found
     return out
 
 
@@ -73,8 +85,10 @@ def attach(data_dir: Path, index: dict, distilled: Mapping[str, Distilled], sett
             data = source.read_bytes()
             if not target.exists() or target.read_bytes() != data:
                 shutil.copyfile(source, target)
-            entries.append({"file": f"{FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest(),
-                            "bytes": len(data)})
+            entry = {"file": f"{FOLDER}/{target.name}", "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+            if found.relaxed.get(k):
+                entry["relaxed"] = [r.to_json() for r in found.relaxed[k]]
+            entries.append(entry)
         if db_id in index["databases"]:
             index["databases"][db_id]["neighbours"] = entries
     index["neighbour_results"] = dict(sorted(results.items()))
@@ -86,7 +100,9 @@ def attach(data_dir: Path, index: dict, distilled: Mapping[str, Distilled], sett
 def _prove(db_id: str, invariants: dict, found: Distilled, results: dict) -> None:
     """The check in ``prepare``: every neighbour kept keeps every invariant, before anything is written."""
     originals = {gold: gold_results.to_json(r) for gold, r in found.originals.items()}
-    broken = neighbour_proof.prove_database(db_id, invariants, [str(f) for f in found.files], results, originals)
+    relaxed = [[r.to_json() for r in found.relaxed.get(k, ())] for k in range(len(found.files))]
+    broken = neighbour_proof.prove_database(db_id, invariants, [str(f) for f in found.files], results, originals,
+                                            relaxed)
     if broken:
         raise NeighbourInvariantError(f"{len(broken)} invariants of {db_id} are broken on its neighbour databases "
                                       f"(first: {broken[0]}); this is a bug of the generator: report it, and "

@@ -40,6 +40,7 @@ from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, Focus, read_original
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.verify import MATCH, gold_result, judge
+from harness.prepare.neighbours.questions import Hidden
 from harness.prepare.neighbours.variants import variants
 
 # Work a gold or a target may do on a candidate while distilling (candidates are small).
@@ -86,6 +87,9 @@ class Distilled:
     candidates_built: int
     candidates_refused: int  # built but breaking an invariant: never used
     unjudged: int  # (gold, kept neighbour) pairs left out: the gold's presupposition fails there
+    # neighbour (0-based) -> the invariants it relaxes for golds a kept one hides (harness.prepare.neighbours.relax)
+    relaxed: dict[int, tuple[inv.Relaxed, ...]] = dataclasses.field(default_factory=dict)
+    hidden: tuple[Hidden, ...] = ()  # the golds whose question a kept invariant hid, and what was done
 
 
 def build_limits() -> Limits:
