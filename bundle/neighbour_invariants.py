@@ -19,9 +19,8 @@ search:
   is a link), it still does; a value one original row holds in two text columns is held in both or
   neither (a type whose code and description are both 'CV'); a text that starts with its row's
   other text in the original (a lens 'Canon EF 50mm' of the brand 'Canon') still does;
-* link rows: where no two rows of a link table (links only, beside its own one-column key) share
-  the values of all its link columns (a course listed once on a transcript), no two share them on
-  the neighbour;
+* link rows: where no two rows of a table share the values of all its link columns (two or more:
+  a course listed once on a transcript), no two share them on the neighbour;
 * a table with rows keeps rows, none of them wider than the original's widest or ROOMY_ROW
   bytes (so that a neighbour's record fits the scorer's record cap wherever the original's do).
 

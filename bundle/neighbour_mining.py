@@ -89,12 +89,12 @@ def repeated_links(conn: sqlite3.Connection, table: str, columns: tuple[str, ...
 
 
 def _distinct_links(conn: sqlite3.Connection, table: TableFacts, linked: set[str]) -> tuple[str, ...]:
-    """A link table's link columns (two or more), where no two of its rows share all their values.
-    A link table holds links only, beside its own one-column key (a transcript's courses, a student's
-    pets); in a table of entities (dogs, votes) a combination of parents unique in a few rows is chance."""
+    """The table's link columns (two or more), where no two of its rows share all their values (a
+    course once on a transcript, a teacher once on a course whatever the grade). As a column unique
+    by chance stays unique, so does a combination: a neighbour repeating it would judge readings
+    that differ only where the original never shows them (``count(*)`` against ``count(DISTINCT)``)."""
     columns = link_columns(table, linked)
-    own = {table.key[0].lower()} if len(table.key) == 1 else set()
-    if len(columns) < 2 or any(c.name.lower() not in linked | own for c in table.columns):
+    if len(columns) < 2:
         return ()
     present = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
     if _scalar(conn, f"SELECT count(*) FROM {quote(table.name)} WHERE {present}") < 2:

@@ -31,22 +31,21 @@ True
 
 from __future__ import annotations
 
-import atexit
 import collections
 import contextlib
 import hashlib
 import itertools
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Hashable, Iterator
 
 try:
-    from . import gold_results
+    from . import gold_results, search_folder, sql_connection
     from .scoring_errors import ScoringInfrastructureError
 except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
+    import search_folder  # type: ignore[no-redef]
+    import sql_connection  # type: ignore[no-redef]
     from scoring_errors import ScoringInfrastructureError  # type: ignore[no-redef]
 
 MAX_BYTES = 256 * 1024 * 1024  # the files of every set kept, together (a Spider gold's 24: about 0.4 to 2 MB)
@@ -198,6 +197,9 @@ def _remove_files(found: SearchSet) -> None:
 
 
 def remove(path: str) -> None:
+    """Remove a search database's file, and close this thread's connection to it (its page cache and
+    prepared statements with it; another thread's closes when its cache lets it go)."""
+    sql_connection.forget_path(path)
     try:
         os.remove(path)
     except OSError:
@@ -205,32 +207,16 @@ def remove(path: str) -> None:
 
 
 _numbers = itertools.count()
-_folder_lock = threading.Lock()
-_made: dict[int, str] = {}  # pid -> its private folder
 
 
 def private_folder() -> str:
-    """The process's private folder for search databases (made once, removed at exit)."""
-    pid = os.getpid()
-    found = _made.get(pid)
-    if found is not None and os.path.isdir(found):
-        return found
-    with _folder_lock:
-        found = _made.get(pid)
-        if found is None or not os.path.isdir(found):
-            try:
-                found = tempfile.mkdtemp(prefix="spider-scoring-search-")
-            except OSError as exc:
-                raise SearchUnavailable(f"the counterexample search needs a writable temporary folder ({exc}): set "
-                                        "TMPDIR to one, or turn the search off (SPIDER_SCORING_SEARCH=off)") from None
-            _made[pid] = found
-            atexit.register(_remove_folder, found, pid)
-    return found
-
-
-def _remove_folder(folder: str, pid: int) -> None:
-    if os.getpid() == pid:  # a forked child exiting leaves its parent's folder alone
-        shutil.rmtree(folder, ignore_errors=True)
+    """The process's private folder for search databases (``search_folder``: made once per process,
+    removed at exit, swept by a later process when this one ends without its exit handlers)."""
+    try:
+        return search_folder.folder()
+    except search_folder.FolderUnavailable as exc:
+        raise SearchUnavailable(f"the counterexample search needs a writable temporary folder ({exc}): set "
+                                "TMPDIR to one, or turn the search off (SPIDER_SCORING_SEARCH=off)") from None
 
 
 class SearchUnavailable(ScoringInfrastructureError):

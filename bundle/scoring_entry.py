@@ -236,8 +236,8 @@ def _verdict(call: RowCall, limits: Limits, data: bundle_index.BundleData, calle
                                        "the bundle's data is damaged: rebuild and push it")
     if outcome == verify_mod.INFRASTRUCTURE_TIMEOUT:
         raise ScoringTimeoutError(f"scoring on database {resolved.db_id!r} stopped: {verdict.detail}. The row is "
-                                  "unscored, not wrong: give the scorer more CPU (fewer workers per core) or raise "
-                                  "SPIDER_SCORING_WALL_GUARD_S")
+                                  "unscored, not wrong: give the scorer more CPU (fewer workers per core), or raise "
+                                  "the guard that fired (SPIDER_SCORING_CPU_GUARD_S, SPIDER_SCORING_WALL_GUARD_S)")
     return verdict
 
 

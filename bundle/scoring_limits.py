@@ -9,16 +9,18 @@ What decides a verdict is counted work, never the clock (docs/bundle.md, "Cost m
   ``budget_floor_steps`` and ``budget_gold_multiple`` times what its gold did (recorded when the
   bundle is built, with the SQLite version and the cost model). A unit is one SQLite VM step; a
   function whose work grows with its input is charged ``charge_base_steps`` plus its input's size
-  over ``charge_bytes_per_step`` (``sql_functions``), and no value or record may exceed
-  ``max_cell_bytes``, so that no step hides more than a bounded amount of work. Past the budget:
-  ``prediction_over_budget``, score 0.0;
+  over ``charge_bytes_per_step`` (``sql_functions``), preparing a statement is charged per
+  character of SQL and fetching per cell, and no value or record may exceed ``max_cell_bytes`` nor
+  a program ``max_program_ops``, so that no step hides more than a bounded amount of work. Past the
+  budget: ``prediction_over_budget``, score 0.0;
 * matching columns may visit ``compare_max_cells`` cells; past it: ``prediction_over_cap``;
 * rows, cells, result bytes and text lengths are capped in their own units.
 
-The wall clock only guards: ``wall_guard_s`` per predicted query and comparison, ``gold_wall_guard_s``
-per gold query, each at least ten times what the costliest query within its budget takes on a
-2-core development machine. Its firing means the machine is far too slow or overloaded, not that
-the model was wrong: the verdict is ``infrastructure_timeout``, unscored. Calibration on the real
+Seconds only guard: the watchdog (``sql_watchdog``) stops a query whose thread has used
+``cpu_guard(budget)`` CPU seconds, or whose wall time passed ``wall_guard_s`` (``gold_wall_guard_s``
+for a gold query), each at least ten times what the costliest query within its budget takes on a
+2-core development machine at a quarter of a CPU. Its firing means the build or the machine is far
+out of its depth, not that the model was wrong: the verdict is ``infrastructure_timeout``, unscored. Calibration on the real
 Spider golds (December 2026): the median gold takes under 1,000 steps, 99% under 150,000, the
 slowest (bike_1) 15.6 million.
 
@@ -59,7 +61,10 @@ class Limits:
     gold_max_steps: int = _setting(
         500_000_000, "VM steps", "work a gold query may do (at build time, or once per process)")
     wall_guard_s: float = _setting(
-        90.0, "s", "wall-clock guard per predicted query and comparison; firing is unscored")
+        600.0, "s", "wall-clock guard per predicted query and comparison; firing is unscored")
+    cpu_guard_s: float = _setting(
+        60.0, "s", "CPU time of its thread a predicted query may take (preparing, running, fetching, finishing) per "
+        "budget_floor_steps of its budget before the watchdog stops it; firing is unscored")
     gold_wall_guard_s: float = _setting(
         120.0, "s", "wall-clock guard per gold query; firing is unscored")
     max_rows: int = _setting(100_000, "rows", "rows fetched before the result counts as over the cap")
@@ -72,6 +77,12 @@ class Limits:
         16, "bytes", "a charged function's input bytes (searches: bytes x pattern bytes) per VM step charged")
     max_result_bytes: int = _setting(64_000_000, "bytes", "estimated size of a whole fetched result")
     max_sql_chars: int = _setting(20_000, "chars", "longest query text executed")
+    max_expansion_tokens: int = _setting(
+        20_000, "tokens", "tokens of common table expressions preparing a statement may copy (each reference copies "
+        "the expression's body, a copy's references in turn; counted from the text before it is prepared)")
+    max_program_ops: int = _setting(
+        8_192, "VM operations", "largest program a statement may prepare (SQLITE_LIMIT_VDBE_OP): one of at most half "
+        "this always prepares, one over it never (SQLite grows the program by doubling)")
     max_completion_chars: int = _setting(200_000, "chars", "longest model output read by the extractor")
     max_prompt_chars: int = _setting(
         200_000, "chars", "longest prompt text read to tell databases apart")
@@ -114,6 +125,14 @@ class Limits:
     def budget_steps(self, gold_steps: int) -> int:
         """VM steps a predicted query may take when its gold took ``gold_steps``."""
         return max(self.budget_floor_steps, self.budget_gold_multiple * int(gold_steps))
+
+    def cpu_guard(self, budget_steps: int) -> float:
+        """CPU seconds the watchdog lets a query with ``budget_steps`` take: ``cpu_guard_s`` per floor budget.
+
+        >>> DEFAULT_LIMITS.cpu_guard(20_000_000), DEFAULT_LIMITS.cpu_guard(31_208_000)
+        (60.0, 93.624)
+        """
+        return float(self.cpu_guard_s) * max(1.0, int(budget_steps) / self.budget_floor_steps)
 
 
 _C_INT_MAX = 2**31 - 1

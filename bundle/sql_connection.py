@@ -2,7 +2,8 @@
 
 What a connection is opened with (docs/bundle.md, "Hardening"): ``mode=ro&immutable=1``, an
 allow-list authorizer (SELECT, reads, recursive CTEs and the core pure functions only), SQLite
-limits (no attached database, capped strings, blobs and LIKE patterns, no sorter threads),
+limits (no attached database, capped strings, blobs, LIKE patterns and program size, no sorter
+threads), no NOCASE or RTRIM collation,
 ``temp_store=MEMORY``, no memory map, ``query_only``, and the process-wide heap ceiling (a query
 that ran out of that shared heap beside others runs again alone: ``sql_guard.TURNS``).
 
@@ -106,12 +107,14 @@ def open_guarded(path: str, limits: Limits) -> Guarded:
         sql_functions.set_limit(conn, sql_functions.LIMIT_WORKER_THREADS, 0, path)
         sql_functions.set_limit(conn, sql_functions.LIMIT_LIKE_PATTERN, like_pattern, path)
         sql_functions.set_limit(conn, sql_functions.LIMIT_SQL_LENGTH, max(int(limits.max_sql_chars) * 4, 1000), path)
+        sql_functions.set_limit(conn, sql_functions.LIMIT_VDBE_OP, int(limits.max_program_ops), path)
     except sql_functions.LimitUnavailable as exc:
         conn.close()
         raise ConnectionFailed(f"cannot cap value sizes on this Python ({exc}); the scorer needs CPython 3.9 or "
                                "newer with its standard sqlite3 and ctypes modules") from None
     charges = sql_functions.install(conn, int(limits.charge_base_steps), int(limits.charge_bytes_per_step),
                                     length, like_pattern)
+    sql_functions.remove_collations(conn)
     conn.set_authorizer(_authorizer(tables))
     return Guarded(conn, charges)
 
@@ -171,7 +174,7 @@ def cached_bytes() -> int:
 def connection(path: str, limits: Limits) -> Guarded:
     """This thread's open connection to ``path`` with ``limits``' guards (opened when needed)."""
     key = (path, limits.max_cell_bytes, limits.cache_pages_kib, limits.max_sql_chars, limits.charge_base_steps,
-           limits.charge_bytes_per_step)
+           limits.charge_bytes_per_step, limits.max_program_ops)
     if _local.pid != os.getpid():  # a forked child must not use its parent's connections
         _local.pid, _local.by_path, _local.share = os.getpid(), collections.OrderedDict(), _ThreadShare()
     cache = _local.by_path
@@ -190,6 +193,16 @@ def connection(path: str, limits: Limits) -> Guarded:
         old.conn.close()
         share.add(-old_weight)
     return guarded
+
+
+def forget_path(path: str) -> None:
+    """Close this thread's cached connections to ``path`` (a search database judged, or a connection
+    an interrupt may still be pending on)."""
+    cache = _local.by_path
+    for key in [k for k in cache if k[0] == path]:
+        old, weight = cache.pop(key)
+        old.conn.close()
+        _local.share.add(-weight)
 
 
 def forget_connections() -> None:

@@ -35,7 +35,21 @@ import sqlite3
 import threading
 from collections.abc import Callable
 
-COST_MODEL = 2  # bump when what is charged changes: stored gold steps of other models are not used
+COST_MODEL = 3  # bump when what is charged changes: stored gold steps of other models are not used
+
+# What a query pays besides its VM steps and its charged functions (cost model v3): preparing its
+# statement, per character of SQL (parsing and code generation are linear in the text once the
+# program's size is capped: ``Limits.max_program_ops``), and every cell it hands back to Python
+# (the conversion of a value into a Python object is work no VM step counts). Both are charged
+# before the query is judged, the same on every machine; the base is ``charge_base_steps``.
+COMPILE_CHARS_PER_STEP = 1
+CELL_STEPS = 2
+
+# Collations whose comparisons do work no step counts (a comparison under NOCASE folds case byte by
+# byte, one under RTRIM scans trailing spaces, and a sort or an index compares log2(n) times per
+# step): removed from every guarded connection, so that a query naming one is ``forbidden``.
+# Spider's golds and schemas use none (docs/bundle.md, "Cost model"); BINARY stays.
+REFUSED_COLLATIONS = ("NOCASE", "RTRIM")
 
 # Builtins that run as they are: constant work per call, or work bounded by the value cap.
 ALLOWED = frozenset("""
@@ -77,13 +91,49 @@ CALLABLE = ALLOWED | frozenset(CHARGED)
 _CLOCK_WORDS = frozenset({"now", "localtime", "utc"})
 
 # sqlite3 limit categories (numeric values from sqlite3.h; Python names them only from 3.11).
-LIMIT_LENGTH, LIMIT_SQL_LENGTH, LIMIT_ATTACHED, LIMIT_LIKE_PATTERN, LIMIT_WORKER_THREADS = 0, 1, 7, 8, 11
+LIMIT_LENGTH, LIMIT_SQL_LENGTH, LIMIT_VDBE_OP, LIMIT_ATTACHED, LIMIT_LIKE_PATTERN, LIMIT_WORKER_THREADS = 0, 1, 5, 7, 8, 11
 
 
 def cost_model(limits: object) -> dict:
     """What a step count means under ``limits``: stored gold steps hold only where this is equal."""
     names = ("max_cell_bytes", "charge_base_steps", "charge_bytes_per_step", "progress_steps")
-    return {"version": COST_MODEL, **{name: int(getattr(limits, name)) for name in names}}
+    return {"version": COST_MODEL, **{name: int(getattr(limits, name)) for name in names},
+            "compile_chars_per_step": COMPILE_CHARS_PER_STEP, "cell_steps": CELL_STEPS}
+
+
+def compile_charge(sql: str, base: int) -> int:
+    """Steps charged for preparing ``sql``: the base plus one step per ``COMPILE_CHARS_PER_STEP`` characters.
+
+    >>> compile_charge("SELECT count(*) FROM singer", 100)
+    127
+    """
+    return base + len(sql) // COMPILE_CHARS_PER_STEP
+
+
+def refused_collation(message: str) -> str | None:
+    """The refused collation an SQLite error message names (``no such collation sequence: nocase``), or None.
+
+    >>> refused_collation("no such collation sequence: rtrim"), refused_collation("no such table: t")
+    ('RTRIM', None)
+    """
+    head = "no such collation sequence: "
+    text = message.strip()
+    if text.lower().startswith(head) and text[len(head):].strip().upper() in REFUSED_COLLATIONS:
+        return text[len(head):].strip().upper()
+    return None
+
+
+def remove_collations(conn: sqlite3.Connection) -> None:
+    """Remove ``REFUSED_COLLATIONS`` from ``conn``: a query that needs one fails to prepare, naming it.
+
+    Python 3.9 and 3.10 remove only a collation registered from Python: one is registered first."""
+    for name in REFUSED_COLLATIONS:
+        conn.create_collation(name, _never_compares)
+        conn.create_collation(name, None)
+
+
+def _never_compares(_a: str, _b: str) -> int:
+    return 0  # registered only to be removed at once (remove_collations)
 
 
 class Refused(Exception):

@@ -21,22 +21,25 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import re
 import sqlite3
 import threading
 import time
 from typing import NamedTuple
 
 try:
-    from . import sql_functions
+    from . import sql_expansion, sql_functions, sql_watchdog
     from .scoring_limits import Limits
-    from .sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded
+    from .sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, forget_path, open_guarded
 except ImportError:  # run as a standalone file
+    import sql_expansion  # type: ignore[no-redef]
     import sql_functions  # type: ignore[no-redef]
+    import sql_watchdog  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
-    from sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, open_guarded  # type: ignore[no-redef]
+    from sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, forget_path, open_guarded  # type: ignore[no-redef]
 
-__all__ = ["ALLOWED_FUNCTIONS", "TURNS", "QueryFailed", "RawResult", "database_uri", "forget_connections", "is_statement",
-           "open_guarded", "run_query"]
+__all__ = ["ALLOWED_FUNCTIONS", "TURNS", "QueryFailed", "RawResult", "database_uri", "forget_connections", "forget_path",
+           "is_statement", "open_guarded", "run_query"]
 
 # Failure kinds: the caller maps them to outcomes.
 ERROR, FORBIDDEN, OVER_BUDGET, WALL_GUARD, OVER_CAP, INFRASTRUCTURE = (
@@ -148,49 +151,50 @@ def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-_CELL_CAPPED = hasattr(sqlite3.Connection, "setlimit")  # Python 3.11+: SQLITE_LIMIT_LENGTH bounds each cell
+_CHUNK_CELLS = 65_536  # cells fetched between two charges: what a fetch may convert before it is counted
 
 
-def _fetch(cursor: sqlite3.Cursor, limits: Limits) -> list[tuple]:
+class _Stopped(Exception):
+    """Raised by ``_fetch`` when the cells' charge puts the query over its budget (the meter says so)."""
+
+
+def _fetch(cursor: sqlite3.Cursor, limits: Limits, meter: _Meter) -> list[tuple]:
+    """The rows, within the row cap and the byte budget. Converting a value into a Python object is
+    work no VM step counts: every cell is charged ``CELL_STEPS`` to ``meter``, and every character of
+    text or byte of a blob one step per ``charge_bytes_per_step``, chunk by chunk."""
     rows: list[tuple] = []
     budget = limits.max_result_bytes
-    # While even cells of the largest size allowed could not exceed the byte budget, there is
-    # nothing to count (most results, fetched in one call); past that, every string and blob is.
     ncols = len(cursor.description or ()) or 1
-    uncounted = min(budget // (ncols * (8 + limits.max_cell_bytes)), limits.max_rows + 1) if _CELL_CAPPED else 0
-    counted = 0
-    size = max(uncounted, 256)
+    size = max(min(limits.max_rows + 1, _CHUNK_CELLS // ncols), 1)
+    per_row, per_step = ncols * sql_functions.CELL_STEPS, int(limits.charge_bytes_per_step)
     while True:
         chunk = cursor.fetchmany(size)
         rows.extend(chunk)
+        sized = sum([len(v) for row in chunk for v in row if v.__class__ is str or v.__class__ is bytes])
+        if meter.add(len(chunk) * per_row + sized // per_step):
+            raise _Stopped()
         if len(rows) > limits.max_rows:
-            raise QueryFailed(OVER_CAP, f"more than {limits.max_rows} rows")
-        if len(rows) > uncounted:
-            for row in rows[counted:]:
-                budget -= 8 * len(row)
-                for value in row:
-                    if value.__class__ is str or value.__class__ is bytes:
-                        budget -= len(value)
-            counted = len(rows)
-            if budget < 0:
-                raise QueryFailed(OVER_CAP, f"result larger than {limits.max_result_bytes} bytes")
+            raise QueryFailed(OVER_CAP, f"more than {limits.max_rows} rows", meter.steps)
+        budget -= 8 * ncols * len(chunk) + sized
+        if budget < 0:
+            raise QueryFailed(OVER_CAP, f"result larger than {limits.max_result_bytes} bytes", meter.steps)
         if len(chunk) < size:
             return rows
-        size = 256
 
 
 class _Meter:
     """The work a query has done, counted in VM steps against its budget.
 
-    The progress handler adds ``unit`` steps per call (one call per ``unit`` VM steps); a charged
-    function adds its charge (``sql_functions``) before it runs. Past ``max_steps`` the query is
-    stopped. The wall clock is read on every 8th handler call and on every charge: it only guards.
+    It starts at the statement's compile charge; the progress handler adds ``unit`` steps per call
+    (one call per ``unit`` VM steps); a charged function adds its charge (``sql_functions``) before
+    it runs, and the fetch its cells' after each chunk. Past ``max_steps`` the query is stopped.
+    The wall clock is read on every 8th handler call and on every charge: it only guards.
     """
 
-    __slots__ = ("state", "handler", "charge", "exc")
+    __slots__ = ("state", "handler", "charge", "add", "exc")
 
-    def __init__(self, max_steps: int, unit: int, deadline: float) -> None:
-        state: list = [0, 0, None, ""]  # steps counted, handler calls, why stopped, detail
+    def __init__(self, max_steps: int, unit: int, deadline: float, start: int = 0) -> None:
+        state: list = [start, 0, None, ""]  # steps counted, handler calls, why stopped, detail
         self.state = state
         self.exc: BaseException | None = None
         clock = time.monotonic
@@ -215,8 +219,17 @@ class _Meter:
                 state[2] = WALL_GUARD
                 raise sql_functions.Refused("wall guard")
 
+        def add(steps: int) -> bool:
+            """Add ``steps``; True when that puts the query over ``max_steps`` (it is then stopped)."""
+            total = state[0] = state[0] + steps
+            if total > max_steps:
+                state[2] = OVER_BUDGET
+                return True
+            return False
+
         self.handler = handler
         self.charge = charge
+        self.add = add
 
     def refuse(self, kind: str, detail: str) -> None:
         self.state[2], self.state[3] = kind, detail
@@ -236,25 +249,47 @@ class _Meter:
     def stopped(self) -> str | None:
         return self.state[2]  # type: ignore[no-any-return]
 
+    @property
+    def started(self) -> bool:
+        """Whether SQLite has run a reporting unit of steps (else a failure came while preparing, or at once)."""
+        return self.state[1] > 0  # type: ignore[no-any-return]
 
-def _execute_once(guarded: Guarded, sql: str, meter: _Meter, limits: Limits) -> tuple:
+
+class _GuardFired(Exception):
+    """The watchdog stopped the call (``sql_watchdog``): the row is unscored, whatever SQLite said."""
+
+    def __init__(self, watched: sql_watchdog.Watch) -> None:
+        super().__init__(watched.fired)
+        self.watched = watched
+
+
+def _execute_once(guarded: Guarded, sql: str, meter: _Meter, limits: Limits, cpu_s: float, wall_s: float) -> tuple:
+    """Prepare, run and fetch ``sql`` under ``meter``, the whole call watched by the watchdog."""
     conn = guarded.conn
     guarded.charges.meter = meter
     conn.set_progress_handler(meter.handler, int(limits.progress_steps))
+    watched = sql_watchdog.WATCHDOG.start(conn, cpu_s, wall_s)
     try:
         cursor = conn.execute(sql)
         if cursor.description is None:  # ran, but is no query (REINDEX is not authorizer-checked)
             raise QueryFailed(FORBIDDEN, "not a query: the statement returns no result columns")
-        rows = _fetch(cursor, limits)
+        rows = _fetch(cursor, limits, meter)
         columns = tuple([d[0] for d in cursor.description])
         cursor.close()
-        return columns, rows
+    except BaseException:
+        if watched.fired is not None:
+            raise _GuardFired(watched) from None
+        raise
     finally:
+        sql_watchdog.WATCHDOG.stop(watched)
         conn.set_progress_handler(None, 0)
         guarded.charges.meter = sql_functions.UNMETERED
+    if watched.fired is not None:  # it finished, but only after the guard: unscored all the same
+        raise _GuardFired(watched)
+    return columns, rows
 
 
-def _failure(exc: BaseException, meter: _Meter, budget_steps: int, wall_s: float) -> QueryFailed:
+def _failure(exc: BaseException, meter: _Meter, budget_steps: int, wall_s: float, max_ops: int) -> QueryFailed:
     steps = meter.steps
     stopped = meter.stopped
     if stopped == OVER_BUDGET:
@@ -264,20 +299,32 @@ def _failure(exc: BaseException, meter: _Meter, budget_steps: int, wall_s: float
                                        "guard fired: the machine is far too slow or overloaded", steps)
     if stopped is not None:  # a charged function refused the call or SQLite's own function failed
         return QueryFailed(stopped, meter.state[3][:300], steps)
+    collation = sql_functions.refused_collation(str(exc))
+    if collation is not None:
+        return QueryFailed(FORBIDDEN, f"COLLATE {collation} is refused: its comparisons do work no step counts "
+                                      "(docs/bundle.md, cost model); compare lower(x) or rtrim(x) instead", steps)
     kind = classify(exc)
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if kind == OVER_CAP and _out_of_memory(exc) and not meter.started:
+        detail = (f"out of memory while preparing: its program is larger than max_program_ops ({max_ops:,} "
+                  "operations), or what it expands to (a common table expression referenced more than once "
+                  "is copied at each reference) does not fit in the heap")
     return QueryFailed(kind, detail[:300], steps)
 
 
 _fresh = itertools.count()
+_WITH = re.compile("with", re.IGNORECASE)  # only a text holding it can have common table expressions
+_EXPANSION_DETAIL = ("its common table expressions expand to more than max_expansion_tokens ({:,} tokens) while the "
+                     "statement is prepared: each reference to one copies its body (docs/bundle.md, cost model)")
 
 
 def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s: float,
-              fresh: bool = False) -> RawResult:
+              cpu_s: float | None = None, fresh: bool = False) -> RawResult:
     """Execute ``sql`` on the database at ``path``; the full result or QueryFailed.
 
     The query may take ``budget_steps`` VM steps, counted in units of ``limits.progress_steps``;
-    ``wall_s`` seconds is only a guard, reported as the kind WALL_GUARD, never as over budget.
+    ``wall_s`` seconds of wall time and ``cpu_s`` of its thread's CPU time (default ``wall_s``) are
+    only guards (``sql_watchdog``), reported as the kind WALL_GUARD, never as over budget.
 
     Whether a query is over its budget is exact, as if its statement were prepared for this run
     alone. A statement reused from the connection's cache starts its count where its last run
@@ -289,18 +336,28 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
     """
     if len(sql) > limits.max_sql_chars:
         raise QueryFailed(OVER_CAP, f"query longer than {limits.max_sql_chars} characters")
+    if _WITH.search(sql) and sql_expansion.expansion(sql, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
+        raise QueryFailed(OVER_CAP, _EXPANSION_DETAIL.format(limits.max_expansion_tokens))
     unit = int(limits.progress_steps)
+    # sql_functions.compile_charge, written out: the per-call path enters each module once a database.
+    compile_steps = int(limits.charge_base_steps) + len(sql) // sql_functions.COMPILE_CHARS_PER_STEP
+    if compile_steps > budget_steps:
+        raise QueryFailed(OVER_BUDGET, f"over its budget of {budget_steps:,} SQLite VM steps before it runs: "
+                                       f"preparing {len(sql):,} characters is charged {compile_steps:,}", compile_steps)
+    guards = (wall_s, wall_s if cpu_s is None else cpu_s)
     if not fresh:
-        raw = _run(path, sql, limits, budget_steps + unit, budget_steps, wall_s)
+        raw = _run(path, sql, limits, budget_steps + unit, budget_steps, guards, compile_steps)
         if raw.steps <= budget_steps:
             return raw
     # A leading comment makes a text the statement cache has never seen: prepared anew, same program.
-    return _run(path, f"/* {next(_fresh)} */ {sql}", limits, budget_steps, budget_steps, wall_s)
+    return _run(path, f"/* {next(_fresh)} */ {sql}", limits, budget_steps, budget_steps, guards, compile_steps)
 
 
-def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int, wall_s: float) -> RawResult:
+def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int, guards: tuple[float, float],
+         compile_steps: int) -> RawResult:
     started = time.monotonic()
     unit = int(limits.progress_steps)
+    wall_s, cpu_s = guards
     try:
         guarded = connection(path, limits)
     except ConnectionFailed as exc:
@@ -308,24 +365,38 @@ def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int,
     conn = guarded.conn
     alone = False
     while True:
-        meter = _Meter(max_steps, unit, started + wall_s)
+        meter = _Meter(max_steps, unit, started + wall_s, compile_steps)
         turns, entered_alone = TURNS, alone
         turns.enter_alone() if entered_alone else turns.enter()
         try:
-            columns, rows = _execute_once(guarded, sql, meter, limits)
+            columns, rows = _execute_once(guarded, sql, meter, limits, cpu_s, wall_s)
             return RawResult(columns, rows, meter.steps, time.monotonic() - started)
         except QueryFailed:
             raise
-        except (sqlite3.Error, sqlite3.Warning, MemoryError, ValueError, OverflowError) as exc:
+        except _GuardFired as fired:
+            forget_path(path)  # an interrupt may still be pending on it: the next query gets a fresh one
+            raise QueryFailed(WALL_GUARD, sql_watchdog.describe(fired.watched), meter.steps) from None
+        except (sqlite3.Error, sqlite3.Warning, MemoryError, ValueError, OverflowError, _Stopped) as exc:
             if "decode" in str(exc).lower() and conn.text_factory is str:
                 conn.text_factory = _lenient_text  # text that is not UTF-8: read it byte-exact
                 continue
-            failed = _failure(exc, meter, budget_steps, wall_s)
+            failed = _failure(exc, meter, budget_steps, wall_s, int(limits.max_program_ops))
             if failed.kind == OVER_CAP and _out_of_memory(exc):
-                _give_back_heap()
                 if not alone:
-                    alone = True  # the heap is shared: run it again with no other query beside it
+                    # The heap is shared: run it again with no other query beside it, on a fresh
+                    # connection, after this thread closed every one it keeps (their page caches and
+                    # prepared statements), so that the verdict is about this query, not about the
+                    # databases judged before it.
+                    forget_connections()
+                    _give_back_heap()
+                    try:
+                        guarded = connection(path, limits)
+                    except ConnectionFailed as reopen:
+                        raise QueryFailed(INFRASTRUCTURE, str(reopen)) from None
+                    conn = guarded.conn
+                    alone = True
                     continue
+                _give_back_heap()
             raise failed from None
         finally:
             turns.leave_alone() if entered_alone else turns.leave()
@@ -359,21 +430,31 @@ _SYNTAX = ("syntax error", "incomplete input", "unrecognized token")
 def is_statement(path: str, text: str, limits: Limits) -> bool:
     """Whether SQLite's own parser reads ``text`` (one statement's text) as a statement.
 
-    The text is compiled under ``EXPLAIN`` behind the same authorizer, never run: a write or a
-    PRAGMA is a statement (refused by the authorizer, which is a statement still), a sentence of
-    prose is a syntax error. Used to tell a second statement after a query from trailing prose.
+    The text is compiled under ``EXPLAIN`` behind the same authorizer and limits, never run: a
+    write or a PRAGMA is a statement (refused by the authorizer, which is a statement still), a
+    sentence of prose is a syntax error. Used to tell a second statement after a query from
+    trailing prose. The watchdog guards the compiling (QueryFailed WALL_GUARD when it fires).
     """
     body = text.strip()
     if not body or len(body) > limits.max_sql_chars:
         return bool(body)
+    if sql_expansion.expansion(body, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
+        return True  # its WITH clauses read as SQLite reads them: a statement, too large to compile
     try:
         conn = connection(path, limits).conn
     except ConnectionFailed as exc:
         raise QueryFailed(INFRASTRUCTURE, str(exc)) from None
     explained = body if body[:7].upper() == "EXPLAIN" else "EXPLAIN " + body
-    try:
-        conn.execute(explained).close()
-    except (sqlite3.Error, sqlite3.Warning, ValueError) as exc:
-        message = str(exc).lower()
-        return not any(s in message for s in _SYNTAX)
+    with sql_watchdog.WATCHDOG.watch(conn, limits.cpu_guard(limits.budget_floor_steps), limits.wall_guard_s) as watched:
+        try:
+            conn.execute(explained).close()
+        except (sqlite3.Error, sqlite3.Warning, ValueError, MemoryError) as exc:
+            if _out_of_memory(exc):
+                _give_back_heap()  # it compiles as far as the heap or the program cap lets it: a statement
+            if watched.fired is None:
+                message = str(exc).lower()
+                return not any(s in message for s in _SYNTAX)
+    if watched.fired is not None:
+        forget_path(path)
+        raise QueryFailed(WALL_GUARD, sql_watchdog.describe(watched))
     return True

@@ -127,6 +127,7 @@ class Verdict:
     disputed: str | None = None  # the id of the disputed gold the row was judged by, on the original only
     neighbours_checked: int = 0
     searched: int = 0  # databases the counterexample search generated and judged
+    call_steps: int | None = None  # the whole call's counted work: the original, the neighbours and the search
     prediction_s: float = 0.0
     gold_s: float = 0.0
     compare_s: float = 0.0
@@ -234,7 +235,9 @@ def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits
         budget = min(budget, max_steps)
     t0 = time.monotonic()
     try:
-        raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s)
+        # Limits.cpu_guard(budget), written out: the per-call path enters scoring_limits once a database.
+        cpu_s = limits.cpu_guard_s * max(1.0, budget / limits.budget_floor_steps)
+        raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s, cpu_s=cpu_s)
     except sql_guard.QueryFailed as failed:
         outcome = _PREDICTION_KIND[failed.kind]
         return Judged(outcome, None if outcome in UNSCORED else 0.0, failed.detail, failed.steps,
@@ -326,24 +329,24 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
             return _finish(started, FORBIDDEN, 0.0, "several statements: another one follows the query",
                            sql, steps=0, original_score=0.0, **base)
     except sql_guard.QueryFailed as failed:
-        return _finish(started, INFRASTRUCTURE_ERROR, None, failed.detail, sql, **base)
+        return _finish(started, _GOLD_KIND.get(failed.kind, INFRASTRUCTURE_ERROR), None, failed.detail, sql, **base)
     outcome, score, detail, steps, prediction_s, compare_s = judge(database, sql, known_gold, limits,
                                                                    budget_steps=budget)
-    original_score, decided_on, checked, searched = score, "original", 0, 0
+    original_score, decided_on, checked, searched, call_steps = score, "original", 0, 0, steps
     if disputed is not None:
         return _finish(started, outcome, score, f"judged on the original database only, its gold is disputed "
                        f"({disputed.id}: {disputed.reason}): {detail}", sql, steps=steps, prediction_s=prediction_s,
-                       compare_s=compare_s, original_score=original_score, **base)
+                       compare_s=compare_s, original_score=original_score, call_steps=steps, **base)
     if outcome == MATCH and limits.semantics == "neighbours" and (neighbours or search is not None):
         beyond = _beyond_original(sql, neighbours, search, known_gold, limits)
-        checked, searched = beyond.checked, beyond.searched
+        checked, searched, call_steps = beyond.checked, beyond.searched, (steps or 0) + beyond.steps
         prediction_s, compare_s = prediction_s + beyond.prediction_s, compare_s + beyond.compare_s
         decided_on = beyond.decided_on
         if beyond.outcome is not None:
             outcome, score, detail = beyond.outcome, beyond.score, beyond.detail
     return _finish(started, outcome, score, detail, sql, steps=steps, prediction_s=prediction_s, compare_s=compare_s,
                    original_score=original_score, decided_on=decided_on, neighbours_checked=checked,
-                   searched=searched, **base)
+                   searched=searched, call_steps=call_steps, **base)
 
 
 class _Beyond(NamedTuple):
@@ -355,6 +358,7 @@ class _Beyond(NamedTuple):
     searched: int
     prediction_s: float
     compare_s: float
+    steps: int  # counted on the neighbours and by the search
 
 
 def _beyond_original(sql: str, neighbours: tuple[Neighbour, ...] | list[Neighbour],
@@ -369,11 +373,12 @@ def _beyond_original(sql: str, neighbours: tuple[Neighbour, ...] | list[Neighbou
         prediction_s, compare_s = prediction_s + there.prediction_s, compare_s + there.compare_s
         if there.outcome != MATCH:
             return _Beyond(there.outcome, there.score, f"on {neighbour.name}: {there.detail}", neighbour.name,
-                           checked, 0, prediction_s, compare_s)
+                           checked, 0, prediction_s, compare_s, limits.neighbour_budget_steps - shared)
+    used = limits.neighbour_budget_steps - shared
     found = search(sql, original) if search is not None else None
     if found is not None and found.decided_on is not None:
         return _Beyond(found.outcome, found.score, found.detail, found.decided_on, len(neighbours), found.databases,
-                       prediction_s, compare_s)
-    searched = found.databases if found is not None else 0
+                       prediction_s, compare_s, used + found.steps)
+    searched, used = (found.databases, used + found.steps) if found is not None else (0, used)
     return _Beyond(None, None, "", "test suite" if neighbours or searched else "original", len(neighbours), searched,
-                   prediction_s, compare_s)
+                   prediction_s, compare_s, used)

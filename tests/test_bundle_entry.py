@@ -449,10 +449,11 @@ def test_a_warm_reward_call_enters_each_bundle_module_once(bundle_env):
     assert score == 1.0
     assert {"reward", "scoring_batch", "scoring_entry", "verify", "sql_extract", "sql_guard", "sql_connection",
             "sql_compare"} <= set(entered)
-    assert {name: n for name, n in entered.items() if n != 1} == {}
+    assert {name: n for name, n in entered.items() if n != PER_DATABASE.get(name, 1)} == {}
 
 
-PER_DATABASE = ("scoring_limits", "sql_guard", "sql_connection", "sql_compare")  # the budget, the run, the rows
+# Entered per database judged: the budget, the run (and the watchdog's start and stop), the rows.
+PER_DATABASE = {"scoring_limits": 1, "sql_guard": 1, "sql_connection": 1, "sql_compare": 1, "sql_watchdog": 2}
 
 
 def test_with_neighbours_the_query_modules_are_entered_once_per_database(neighbour_bundle, monkeypatch):
@@ -466,6 +467,7 @@ def test_with_neighbours_the_query_modules_are_entered_once_per_database(neighbo
         databases = 1 + verdict.neighbours_checked
         checked += verdict.neighbours_checked
         assert verdict.outcome == "match"
-        assert {name: entered[name] for name in PER_DATABASE} == dict.fromkeys(PER_DATABASE, databases), row["gold"]
+        assert {name: entered[name] for name in PER_DATABASE} == {name: n * databases for name, n in PER_DATABASE.items()}, \
+            row["gold"]
         assert {name: n for name, n in entered.items() if name not in PER_DATABASE and n != 1} == {}
     assert checked > 0  # the sample's rows do go through neighbours

@@ -155,16 +155,22 @@ def test_the_clock_randomness_and_the_build_are_forbidden(db, sql):
     assert (verdict.outcome, verdict.score) == ("forbidden", 0.0), verdict.detail
 
 
+def _function_charge(db: str, expression: str) -> int:
+    """The steps one call of ``expression`` was charged: the query's, less its compile charge and its one cell's."""
+    fixed = sql_functions.compile_charge(WITH_VALUES + expression, DEFAULT_LIMITS.charge_base_steps)
+    return _run(db, expression)[1] - fixed - sql_functions.CELL_STEPS
+
+
 def test_a_charged_call_counts_its_work(db):
     base, per_step = DEFAULT_LIMITS.charge_base_steps, DEFAULT_LIMITS.charge_bytes_per_step
-    cheap = _run(db, "length('ab')")[1]
-    costly = _run(db, f"length('{'a' * 240}')")[1]
+    cheap = _function_charge(db, "length('ab')")
+    costly = _function_charge(db, f"length('{'a' * 240}')")
     assert cheap == base + 2 // per_step and costly == base + 240 // per_step
 
 
 def test_a_search_pays_for_every_pair_it_may_compare(db):
     per_step = DEFAULT_LIMITS.charge_bytes_per_step
-    steps = _run(db, f"instr('{'a' * 200}', '{'a' * 99}b')")[1]
+    steps = _function_charge(db, f"instr('{'a' * 200}', '{'a' * 99}b')")
     assert steps == DEFAULT_LIMITS.charge_base_steps + 201 * 101 * 4 // per_step
 
 

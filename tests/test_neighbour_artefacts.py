@@ -114,13 +114,13 @@ def test_what_only_looks_like_a_rule_is_not_mined(tmp_path, columns, values):
     assert profile.table("t").extends == () and profile.links_of("t") == []
 
 
-def test_a_table_of_entities_is_no_link_table(tmp_path):
-    with sqlite3.connect(tmp_path / "v.sqlite") as conn:  # votes: each pair of state and contestant once, by chance
+def test_link_values_that_repeat_somewhere_make_no_rule(tmp_path):
+    with sqlite3.connect(tmp_path / "v.sqlite") as conn:  # votes: NY gives contestant 1 two votes
         conn.executescript("CREATE TABLE state(code TEXT PRIMARY KEY); CREATE TABLE contestant(id INTEGER PRIMARY KEY);"
                            "CREATE TABLE vote(id INTEGER PRIMARY KEY, state TEXT REFERENCES state(code), "
                            "contestant INTEGER REFERENCES contestant(id), created TEXT);"
                            "INSERT INTO state VALUES ('NY'), ('CA'); INSERT INTO contestant VALUES (1), (2);"
-                           "INSERT INTO vote VALUES (1, 'NY', 1, 'a'), (2, 'NY', 2, 'b'), (3, 'CA', 1, 'c');")
+                           "INSERT INTO vote VALUES (1, 'NY', 1, 'a'), (2, 'NY', 2, 'b'), (3, 'NY', 1, 'c');")
     conn = inv.open_read_only(str(tmp_path / "v.sqlite"))
     try:
         assert neighbour_mining.mine(conn).table("vote").distinct_links == ()
@@ -286,3 +286,17 @@ def test_flight_2_dev_232_every_flight_names_its_airline(spider_dir, tmp_path):
     for path in _spider_neighbours(spider_dir, "flight_2", FLIGHT_GOLD, FLIGHT_RIGHT, tmp_path):
         assert _rows(path, "SELECT Airline FROM flights WHERE Airline NOT IN (SELECT uid FROM airlines)") == []
         assert _rows(path, FLIGHT_RIGHT) != [], path.name  # the fewest flights' airline is an airline
+
+
+TEACHER_GOLD = ("SELECT T2.Name FROM course_arrange AS T1 JOIN teacher AS T2 ON T1.Teacher_ID = T2.Teacher_ID "
+                "GROUP BY T2.Name HAVING COUNT(*) >= 2")
+TEACHER_RIGHT = ("SELECT name FROM teacher WHERE teacher_id IN (SELECT teacher_id FROM course_arrange "
+                 "GROUP BY teacher_id HAVING COUNT(DISTINCT course_id) >= 2)")
+
+
+@pytest.mark.real_data
+def test_course_teach_dev_408_a_teacher_is_arranged_once_on_a_course(spider_dir, tmp_path):
+    """course_teach dev 408 (a fresh overturn read on 2026-12-02): the search gave a teacher one
+    course in two grades, so "teachers who teach at least two courses" counted by distinct course lost."""
+    for path in _spider_neighbours(spider_dir, "course_teach", TEACHER_GOLD, TEACHER_RIGHT, tmp_path):
+        assert _rows(path, TEACHER_RIGHT) == _rows(path, TEACHER_GOLD), path.name

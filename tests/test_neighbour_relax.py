@@ -16,6 +16,8 @@ from bundle import gold_results, neighbour_mining, neighbour_proof, sql_guard
 from bundle import neighbour_invariants as inv
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.verify import MATCH, Neighbour, judge, verify
+from harness.emulator import neighbour_checks
+from harness.prepare import bundle_data
 from harness.prepare import summary as prepare_summary
 from harness.prepare.neighbours import attach, distil, relax
 
@@ -154,6 +156,13 @@ def test_a_gold_whose_answer_the_neighbours_already_change_is_not_hidden(tmp_pat
     assert relax.hidden_golds(database, [UNBOOKED]) == []
 
 
+def test_a_database_gets_at_most_max_relaxed_neighbours_and_says_why_the_rest_stay_hidden(hotel, plain, tmp_path):
+    capped = relax.relax(plain, hotel, tmp_path, relax.Settings(max_relaxed=1))
+    assert [r.kind for items in capped.relaxed.values() for r in items] == ["total link"]
+    left = [h for h in capped.hidden if h.relaxed is None]
+    assert [h.gold for h in left] == [DRY] and "1 relaxed neighbours already" in left[0].why
+
+
 # --- the proof accepts exactly what is recorded -----------------------------------------------------------
 
 def _index(found: distil.Distilled, data: Path, original: Path) -> dict:
@@ -220,6 +229,9 @@ def test_the_same_inputs_give_the_same_relaxed_neighbours_byte_for_byte(hotel, t
     first, again = runs[0]["hotel"], runs[1]["hotel"]
     assert first.relaxed and first.relaxed == again.relaxed
     assert [f.read_bytes() for f in first.files] == [f.read_bytes() for f in again.files]
+    indexes = [bundle_data.dumps_canonical(_index(found, tmp_path / f"data-{k}", hotel))
+               for k, found in enumerate((first, again))]
+    assert indexes[0] == indexes[1] and b'"relaxed"' in indexes[0]
     none = attach.build({"hotel": GOLDS}, {"hotel": hotel}, tmp_path / "c", relaxation=None)["hotel"]
     assert not none.relaxed and len(none.files) == len(first.files) - 2
 
@@ -233,7 +245,16 @@ def test_the_summary_says_which_invariants_are_relaxed_for_which_golds(hotel, re
     assert found["hidden"]["after"] == {}
     assert [(r["kind"], r["golds"]) for r in found["databases"]["hotel"]["relaxed"]] == \
         [("total link", [UNBOOKED]), ("column without NULL", [DRY])]
+    assert "the original references every Rooms(RoomId) from Reservations(Room)" in \
+        found["databases"]["hotel"]["relaxed"][0]["why"]
     line = prepare_summary._render_hidden(found)[0]
-    assert "2 golds answered the same" in line and "2 told apart by 2 relaxed neighbours" in line
+    assert "2 golds answered alike on every neighbour" in line and "2 told apart by 2 relaxed neighbours" in line
     assert "hotel total link Reservations(Room) -> Rooms(RoomId) (1 gold)" in line and "0 still hidden" in line
     assert json.loads(json.dumps(found))  # the summary's JSON holds it as is
+
+
+def test_verification_says_how_many_neighbours_relax_an_invariant():
+    plain = {"file": "neighbours/hotel-1.sqlite"}
+    loose = {"file": "neighbours/hotel-2.sqlite", "relaxed": [{"kind": "total link", "subject": "s", "golds": ["g"]}]}
+    assert neighbour_checks._relaxed({"hotel": {"neighbours": [plain]}}) == ""
+    assert neighbour_checks._relaxed({"hotel": {"neighbours": [plain, loose]}, "inn": {}}).startswith(" (1 each but")

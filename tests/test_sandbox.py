@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle import sql_guard
+from bundle import sql_functions, sql_guard
 from bundle.scoring_limits import DEFAULT_LIMITS
 from bundle.verify import verify
 from harness.emulator import hostile
@@ -36,7 +36,7 @@ def suite_report(sample_bundle, tmp_path_factory):
     env = dict(os.environ, TMPDIR=str(work / "tmp"), SQLITE_TMPDIR=str(work / "tmp"), HOME=str(work / "home"),
                TRAINER_BUNDLE_ROOT=str(sample_bundle), PYTHONDONTWRITEBYTECODE="1")
     subprocess.run([sys.executable, str(HERE / "hostile_runner.py"), str(sample_bundle), str(work / "scratch"),
-                    str(out)], env=env, cwd=work / "cwd", check=True, timeout=600)
+                    str(out)], env=env, cwd=work / "cwd", check=True, timeout=3600)  # a guard against a hang only
     report = json.loads(out.read_text())
     return {case["id"]: case for case in report["cases"]} | {"_max_rss_mb": report["max_rss_mb"]}
 
@@ -64,7 +64,8 @@ def test_suite_memory_stays_bounded(suite_report):
 
 def test_every_prior_art_category_is_covered():
     categories = {c.category for c in hostile.load_cases("t", "/s")}
-    assert {"side effects", "time", "resources", "comparison", "extraction", "hidden work", "determinism"} <= categories
+    assert {"side effects", "time", "resources", "comparison", "extraction", "hidden work", "preparation",
+            "determinism"} <= categories
 
 
 @pytest.fixture
@@ -93,7 +94,8 @@ def test_over_budget_is_exact_at_the_boundary_however_often_a_statement_ran(pets
     query = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < 4321) SELECT count(*) FROM r"
     unit = DEFAULT_LIMITS.progress_steps
     steps = sql_guard.run_query(pets_db, query, DEFAULT_LIMITS, budget_steps=10**9, wall_s=60, fresh=True).steps
-    assert steps % unit == 0 and steps > 2 * unit
+    charged = sql_functions.compile_charge(query, DEFAULT_LIMITS.charge_base_steps) + sql_functions.CELL_STEPS  # one cell
+    assert (steps - charged) % unit == 0 and steps > 2 * unit
     outcomes: dict[str, set] = {"enough": set(), "short": set()}
     for i in range(40):  # every finished run moves the reused statement's count to another phase
         name, budget = ("short", steps - unit) if i % 7 == 6 else ("enough", steps)

@@ -14,7 +14,14 @@ divided by the units counted, best of a few runs:
    operator and value kind in ``OPERATORS`` and ``VALUES``, run up to ``FAMILY_BUDGET`` units.
 
 Printed: the worst of 2 and 3 as a multiple of the costliest gold (target: at most
-``TARGET_MULTIPLE``), and what a query at the largest budget a real gold gets would cost here.
+``TARGET_MULTIPLE``), and what a query at the largest budget a real gold gets would cost here;
+the suite's costliest call in CPU seconds (the worst reward call), and the costliest of the cases
+refused before they count much (``MIN_UNITS``): what preparing a statement costs where no step
+counts it, bounded by the caps of cost model v3 (docs/bundle.md, "What remains uncounted");
+4. a grader call (``grader_calls``): a right answer whose WHERE holds a costly constant subquery,
+   judged on the original, its distilled neighbours and the counterexample search, as the grader
+   judges it: the call's CPU seconds and its counted units, against what the call may count in all
+   (its budget, ``neighbour_budget_steps`` and ``search_steps``; target: at most 20 s).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bundle import sql_guard
+from bundle import neighbour_search, sql_guard
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.verify import verify
 from harness.emulator import hostile
@@ -93,7 +100,7 @@ def golds(steps: list[tuple[int, str, str, Path]], repeat: int, limits: Limits =
 
 
 def hostile_cases(db: Path, gold: str, repeat: int, limits: Limits = DEFAULT_LIMITS) -> list[dict]:
-    """CPU per unit of each hostile case that counts at least MIN_UNITS, through verify()."""
+    """Each hostile case through verify(): its CPU seconds (least of ``repeat``), units and CPU per unit."""
     out = []
     with tempfile.TemporaryDirectory() as scratch:
         for case in hostile.load_cases(hostile.first_table(db), scratch):
@@ -101,10 +108,41 @@ def hostile_cases(db: Path, gold: str, repeat: int, limits: Limits = DEFAULT_LIM
                 verdict = verify(case.text, gold, str(db), is_sql=case.is_sql, limits=limits)
                 return verdict.steps or 0, verdict.outcome
             ns, units, outcome = _ns_per_unit(run, repeat)
-            if units >= MIN_UNITS:
-                out.append({"id": case.id, "ns_per_unit": ns, "units": units, "outcome": outcome})
+            out.append({"id": case.id, "ns_per_unit": ns, "units": units, "outcome": outcome,
+                        "cpu_s": ns * max(units, 1) / 1e9})
     sql_guard.forget_connections()
     return sorted(out, key=lambda c: -c["ns_per_unit"])
+
+
+COSTLY = ("(SELECT count(DISTINCT s || i) FROM (WITH RECURSIVE n(i, s) AS (SELECT 1, replace(hex(zeroblob(240)), '0', "
+          "'a') UNION ALL SELECT i + 1, s FROM n LIMIT {rows}) SELECT i, s FROM n)) > 0")  # the suite's costliest kind
+
+
+def grader_calls(spider: Path, work: Path, db_id: str = "concert_singer", gold: str = "SELECT count(*) FROM singer",
+                 sizes: tuple[int, ...] = (20_000, 60_000, 120_000), limits: Limits = DEFAULT_LIMITS) -> dict:
+    """A right answer with a costly constant subquery in its WHERE (``COSTLY`` over ``sizes`` rows), as
+    the grader judges it: the original, the neighbours distilled from the database's dev golds, and
+    the counterexample search. Each call's outcome, CPU seconds, and units counted in all."""
+    from harness.bench import search as bench_search
+    from harness.prepare.neighbours import distil
+
+    original = spider / "database" / db_id / f"{db_id}.sqlite"
+    golds = bench_search.golds_by_db(spider, ("dev.json",)).get(db_id, [])
+    built = distil.distil(db_id, original, sorted(set(golds) | {gold}), work / db_id)
+    neighbours = bench_search.neighbours_of(built, gold)
+    ceiling = limits.budget_floor_steps + limits.neighbour_budget_steps + limits.search_steps
+    calls = []
+    for rows in sizes:
+        prediction = f"{gold} WHERE {COSTLY.format(rows=rows)}"
+        neighbour_search.forget()
+        started = time.thread_time()
+        verdict = verify(prediction, gold, str(original), is_sql=True, limits=limits, neighbours=neighbours,
+                         search=bench_search.searcher(built, original, gold, limits))
+        calls.append({"rows": rows, "outcome": verdict.outcome, "cpu_s": time.thread_time() - started,
+                      "units": verdict.call_steps or 0, "original_units": verdict.steps or 0,
+                      "neighbours": verdict.neighbours_checked, "searched": verdict.searched})
+    sql_guard.forget_connections()
+    return {"db_id": db_id, "neighbours": len(neighbours), "calls": calls, "ceiling_units": ceiling}
 
 
 def family_query(operator: str, value: str, limits: Limits = DEFAULT_LIMITS) -> str:
@@ -129,16 +167,26 @@ def family(db: Path, repeat: int, limits: Limits = DEFAULT_LIMITS) -> list[dict]
 
 
 def run(steps: list[tuple[int, str, str, Path]], db: Path, gold: str, repeat: int,
-        limits: Limits = DEFAULT_LIMITS) -> dict:
+        limits: Limits = DEFAULT_LIMITS, spider: Path | None = None) -> dict:
     real = golds(steps, repeat, limits)
-    cases, generated = hostile_cases(db, gold, repeat, limits), family(db, repeat, limits)
+    every, generated = hostile_cases(db, gold, repeat, limits), family(db, repeat, limits)
+    cases = [c for c in every if c["units"] >= MIN_UNITS]
     worst = max([(c["ns_per_unit"], f"hostile {c['id']}") for c in cases] +
                 [(g["ns_per_unit"], f"generated {g['operator']} on {g['value']}") for g in generated])
     largest_budget = limits.budget_steps(max(s[0] for s in steps))
+    refused = sorted((c for c in every if c["units"] < MIN_UNITS), key=lambda c: -c["cpu_s"])
+    grader = None
+    if spider is not None:
+        with tempfile.TemporaryDirectory(prefix="spider-bench-grader-") as work:
+            grader = grader_calls(spider, Path(work), limits=limits)
     return {"golds": real, "hostile": cases, "family": generated, "worst_ns": worst[0], "worst": worst[1],
             "multiple": worst[0] / real["costliest_ns"], "largest_budget": largest_budget,
             "worst_seconds_at_largest_budget": worst[0] * largest_budget / 1e9,
-            "worst_seconds_at_floor": worst[0] * limits.budget_floor_steps / 1e9}
+            "worst_seconds_at_floor": worst[0] * limits.budget_floor_steps / 1e9,
+            "costliest_call": max(every, key=lambda c: c["cpu_s"]), "refused": refused[:3],
+            "cpu_guard_s": limits.cpu_guard(limits.budget_floor_steps), "grader": grader,
+            "call_ceiling_s": worst[0] * (limits.budget_floor_steps + limits.neighbour_budget_steps
+                                          + limits.search_steps) / 1e9}
 
 
 def print_figures(f: dict) -> None:
@@ -155,3 +203,16 @@ def print_figures(f: dict) -> None:
           f"(target <= {TARGET_MULTIPLE:g}); a query at the floor budget costs at most "
           f"{f['worst_seconds_at_floor']:.1f} s here, at the largest budget a real gold gets "
           f"({f['largest_budget']:,} units) {f['worst_seconds_at_largest_budget']:.1f} s")
+    top, guard = f["costliest_call"], f["cpu_guard_s"]
+    print(f"  costliest call     hostile {top['id']}: {top['cpu_s']:.2f} s of CPU ({top['outcome']}, {top['units']:,} "
+          f"units; target <= 5 s); the watchdog's CPU guard {guard:g} s is {guard / max(top['cpu_s'], 1e-3):.0f}x that")
+    print(f"  not counted        refused before {MIN_UNITS:,} units, costliest: "
+          + ", ".join(f"{c['id']} {c['cpu_s']:.2f} s ({c['outcome']})" for c in f["refused"]))
+    g = f.get("grader")
+    if g:
+        print(f"  grader call        a right answer with a costly constant subquery, on {g['db_id']} with "
+              f"{g['neighbours']} neighbours and the search: "
+              + "; ".join(f"{c['rows']:,} rows {c['outcome']} {c['cpu_s']:.2f} s, {c['units']:,} units "
+                          f"({c['neighbours']} neighbours, {c['searched']} searched)" for c in g["calls"]))
+        print(f"  grader ceiling     a call counts at most {g['ceiling_units']:,} units at the floor budget: "
+              f"{f['call_ceiling_s']:.1f} s at the worst CPU per unit (target <= 20 s)")

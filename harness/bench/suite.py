@@ -100,7 +100,8 @@ FAMILIES: tuple[Family, ...] = (
            lambda c: budget.run(c.calibrated, [(r["query"], c.root / "data" / "databases" / f"{r['db_id']}.sqlite")
                                                for r in c.rows], c.repeat),
            lambda f, _: budget.print_figures(f)),
-    Family("cost", "the cost model", lambda c: cost.run(c.calibrated[1], c.db, c.rows[0]["query"], max(1, c.repeat // 2)),
+    Family("cost", "the cost model", lambda c: cost.run(c.calibrated[1], c.db, c.rows[0]["query"], max(1, c.repeat // 2),
+                                                      spider=c.spider),
            lambda f, _: cost.print_figures(f)),
     Family("neighbours", "the neighbour databases and the search",
            lambda c: neighbours.run(c.spider, c.root, c.rows, c.repeat, quick=c.quick, show=c.show, say=c.say),

@@ -31,6 +31,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from bundle.scoring_limits import DEFAULT_LIMITS
 from harness.commands import options
 from harness.common import bundle_zip
 from harness.common.errors import CHECKS_FAILED, InputError
@@ -116,7 +117,29 @@ def run_verdicts(args: argparse.Namespace, prepared: Prepared, zip_path: Path) -
     for part, a, b in differing[:10]:
         print(f"  DIFFERENT {part}: {a} / {b}")
     print("verdicts: " + (f"{len(differing)} differ" if differing else "identical at both CPU limits"))
-    return CHECKS_FAILED if differing else 0
+    applied = _print_guard_margins(runs, args.cpus)
+    return CHECKS_FAILED if differing or not applied else 0
+
+
+def _print_guard_margins(runs: dict[str, dict], cpus: float) -> bool:
+    """Each part's costliest call beside the watchdog's guards, at both limits (docs/bundle.md, "Seconds
+    that only guard"), and whether the limited run's cgroup allowed ``cpus``: False when it did not."""
+    limits = DEFAULT_LIMITS
+    cpu_guard, wall_guard = limits.cpu_guard(limits.budget_floor_steps), limits.wall_guard_s
+    for label, run in runs.items():
+        for part, found in run.get("cpu", {}).items():
+            seconds, name, wall = (list(found) + [0.0])[:3]
+            print(f"  {label:10} {part:8} costliest call {seconds:.2f} s of CPU, {wall:.2f} s wall ({name}): "
+                  f"CPU guard {cpu_guard:g} s ({cpu_guard / max(seconds, 1e-3):.0f}x), wall guard {wall_guard:g} s "
+                  f"({wall_guard / max(wall, 1e-3):.0f}x)")
+    seen = list(runs.values())[-1].get("cpu_limit")
+    if seen is None:  # cgroup files not readable in this engine's containers: nothing to prove or disprove
+        print(f"CPU limit: the limited run could not read its cgroup's quota; {cpus:g} CPU asked, not confirmed")
+        return True
+    applied = abs(seen - cpus) < 1e-6
+    print(f"CPU limit: the limited run's cgroup allowed {seen:g} CPU"
+          + (" (as asked)" if applied else f", not the {cpus:g} asked: the limit did not apply"))
+    return applied
 
 
 @contextlib.contextmanager

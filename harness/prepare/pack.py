@@ -57,12 +57,15 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "scoring_entry.py",
     "scoring_errors.py",
     "scoring_limits.py",
+    "search_folder.py",
     "sql_compare.py",
     "sql_connection.py",
+    "sql_expansion.py",
     "sql_extract.py",
     "sql_functions.py",
     "sql_guard.py",
     "sql_text.py",
+    "sql_watchdog.py",
     "verify.py",
 )
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold: no build time leaks in

@@ -96,8 +96,9 @@ def neighbours(built: dict, index: dict, chosen: tuple[str, ...]) -> dict:
                       "not_judged": d.unjudged, "invariants": d.profile.counts()}
               for db_id, d in sorted(built.items())}
     for db_id, d in built.items():
-        per_db[db_id]["relaxed"] = [{"neighbour": k + 1, **r.to_json()} for k, items in sorted(d.relaxed.items())
-                                    for r in items]
+        why = {h.neighbour: h.why for h in d.hidden if h.neighbour is not None}
+        per_db[db_id]["relaxed"] = [{"neighbour": k + 1, **r.to_json(), "why": why.get(k + 1, "")}
+                                    for k, items in sorted(d.relaxed.items()) for r in items]
     total = {key: sum(v[key] for v in per_db.values())
              for key in ("kept", "bytes", "look_alikes", "separated", "constants", "constants_separated")}
     return {"splits": list(chosen), "databases": per_db, "total": total, "hidden": hidden_section(built)}
@@ -160,8 +161,8 @@ def _render_neighbours(found: dict) -> str:
             f"of {total['constants']} constant answers from their golds where the original database cannot")
 
 
-def _golds(n: int) -> str:
-    return f"{n} gold" + ("" if n == 1 else "s")
+def _many(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _render_hidden(found: dict) -> list[str]:
@@ -169,12 +170,12 @@ def _render_hidden(found: dict) -> list[str]:
     hidden = (found or {}).get("hidden") or {}
     if not hidden.get("golds"):
         return []
-    relaxed = [f"{db_id} {r['kind']} {r['subject']} ({_golds(len(r['golds']))})"
+    relaxed = [f"{db_id} {r['kind']} {r['subject']} ({_many(len(r['golds']), 'gold')})"
                for db_id, d in found["databases"].items() for r in d.get("relaxed", [])]
     before, after = sum(hidden["before"].values()), sum(hidden["after"].values())
-    return [f"invariants that hid a question: {_golds(before)} answered the same on every neighbour because a kept "
-            f"invariant rules out what they ask ({render_count(hidden['before'])}); {before - after} told apart by "
-            f"{len(relaxed)} relaxed neighbours: " + "; ".join(relaxed[:4]) + ("; ..." if len(relaxed) > 4 else "")
+    return [f"invariants that hid a question: {_many(before, 'gold')} answered alike on every neighbour, a kept "
+            f"invariant ruling out what they ask ({render_count(hidden['before'])}); {before - after} told apart by "
+            f"{_many(len(relaxed), 'relaxed neighbour')}: " + "; ".join(relaxed[:4]) + ("; ..." if len(relaxed) > 4 else "")
             + f"; {after} still hidden (prepare-summary.json, neighbours.hidden)"]
 
 

@@ -258,8 +258,11 @@ def relax(found: Distilled, original: Path, work: Path, settings: Settings = Set
     relaxed = dict(found.relaxed)
     added: list[tuple[Path, dict[str, gold_results.GoldResult]]] = []
     told: dict[str, tuple[Question, int]] = {}
+    capped: set[str] = set()  # golds left hidden because the database has max_relaxed relaxed neighbours
     for question in sorted({q for g in hidden for q in asked[g]}, key=Question.key):
         golds = [g for g in hidden if question in asked[g] and g not in told]
+        if golds and len(added) >= settings.max_relaxed:
+            capped.update(golds)
         if not golds or len(added) >= settings.max_relaxed:
             continue
         made = _relaxed_neighbour(database, question, golds)
@@ -274,7 +277,7 @@ def relax(found: Distilled, original: Path, work: Path, settings: Settings = Set
         relaxed[at] = (inv.Relaxed(question.kind, question.subject, tuple(sorted(here))),)
         told.update({g: (question, at + 1) for g in here})
     sql_guard.forget_connections()
-    report = tuple(_finding(found, g, asked[g], told.get(g), settings) for g in hidden)
+    report = tuple(_finding(found, g, asked[g], told.get(g), settings, g in capped) for g in hidden)
     files = list(found.files) + [p for p, _r in added]
     results = {g: list(per) + [r.get(g) for _p, r in added] for g, per in found.results.items()}
     return dataclasses.replace(found, files=files, results=results, relaxed=relaxed,
@@ -282,12 +285,13 @@ def relax(found: Distilled, original: Path, work: Path, settings: Settings = Set
 
 
 def _finding(found: Distilled, gold: str, asks: tuple[Question, ...], told: tuple[Question, int] | None,
-             settings: Settings) -> Hidden:
+             settings: Settings, capped: bool = False) -> Hidden:
     seen = f"the same on its {len(found.files)} neighbours and {settings.probes} more draws"
     if told is None:
         return Hidden(found.db_id, gold, asks, None, None,
                       f"still hidden: its answer is {seen}, and no database relaxing "
-                      f"{' or '.join(q.describe() for q in asks)} ({settings.attempts} tried each) tells it apart")
+                      f"{' or '.join(q.describe() for q in asks)} ({settings.attempts} tried each) tells it apart"
+                      + (f", or the database has {settings.max_relaxed} relaxed neighbours already" if capped else ""))
     question, neighbour = told
     return Hidden(found.db_id, gold, asks, question, neighbour,
                   f"its answer is {seen}: {_kept(question)}; neighbour {neighbour} relaxes it and answers otherwise")
