@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import sqlite3
 import tempfile
@@ -18,9 +19,11 @@ from pathlib import Path
 import pytest
 
 from bundle import neighbour_invariants, neighbour_mining, neighbour_proof
-from harness.audit import entry, loosened, nearmiss, nearmiss_report, oracle
+from harness.audit import entry, families, loosened, nearmiss, nearmiss_report, oracle
+from harness.cli import main
 from harness.commands.verify import near_miss_check
 from harness.common.bundle_loader import load_bundle
+from harness.common.errors import CHECKS_FAILED
 from harness.emulator.calls import call_score
 from harness.prepare import disputed, job, pack, splits
 from harness.prepare.neighbours import edits
@@ -172,6 +175,19 @@ def test_the_gate_fails_verify_when_set_above_the_measured_rate(left_open):
     failed = near_miss_check(near, least + 0.01)
     assert not failed["passed"] and "under the least kill rate" in failed["summary"] and failed["failures"]
     assert nearmiss_report.below(near, least + 0.01) and not nearmiss_report.below(near, least)
+
+
+def test_audit_fails_under_the_least_kill_rate_and_passes_at_the_rate_it_measures(left_open, tmp_path, capsys):
+    """On the command line, with the project's own families: the bundle left open pays near misses a
+    fair database shows wrong, and `audit` holds it to --min-kill-rate."""
+    zip_path, out = left_open[0] / "spider-scoring.zip", tmp_path / "audit.json"
+    assert main(["audit", "--zip", str(zip_path), "--max-hackable", "100%", "--json", str(out)]) == CHECKS_FAILED
+    assert "under the least kill rate of 90.0%" in capsys.readouterr().err
+    near = json.loads(out.read_text(encoding="utf-8"))["near_misses"]
+    every = [s["groups"]["all"] for s in near["splits"].values() if s["groups"]["all"]["kill_rate"] is not None]
+    least = math.floor(min(c["killed"] / (c["killed"] + c["missed"]) for c in every) * 1e6) / 1e6  # not above it
+    assert set(near["families"]) >= set(families.ALL) and near["missed"]
+    assert main(["audit", "--zip", str(zip_path), "--max-hackable", "100%", "--min-kill-rate", str(least)]) == 0
 
 
 def test_rows_whose_gold_is_disputed_are_left_out_and_counted():

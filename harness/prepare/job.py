@@ -119,7 +119,7 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
             built = stage_neighbours(stage, index, selection, neighbours, say)
             separating = bool(neighbours.separation and built)
             reviewed = review(stage, "build" if separating else "measure", Path(tmp)) if review is not None else None
-            if review is not None and reviewed is not None and separating:
+            if review is not None and reviewed is not None and separating and (reviewed.holes or measured(reviewed)):
                 built, reviewed = close_holes(stage, index, built, reviewed, neighbours,
                                               lambda staged: review(staged, "measure", Path(tmp)), say)
             if reviewed is not None and reviewed.drop_rl:
@@ -174,8 +174,7 @@ def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], re
         f"{sum(added.values())} neighbours added to {len(added)} databases")
     # The build's review drew its near misses' databases with the build's seeds: the figures reported are
     # measured again with the measurement's (and where none was measured and nothing added, it stands).
-    measured = "splits" in (reviewed.section.get("near_misses") or {})
-    again = review(stage) if added or measured else reviewed
+    again = review(stage) if added or measured(reviewed) else reviewed
     section = {**again.section, "separation": {
         "holes": len(outcomes), "closed": sum(o.neighbour is not None for o in outcomes), "added": added,
         "before": {split: {k: part[k] for k in ("rows", "hackable", "hackable_first_seven")}
@@ -184,6 +183,11 @@ def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], re
         "outcomes": [{"db_id": o.hole.db_id, "gold": o.hole.gold, "policy": o.hole.policy, "sql": o.hole.sql,
                       "neighbour": o.neighbour, "how": o.how} for o in outcomes]}}
     return closed, dataclasses.replace(again, section=section)
+
+
+def measured(reviewed: Review) -> bool:
+    """Whether the review measured the near misses (with the build's seeds, where it is the first)."""
+    return "splits" in (reviewed.section.get("near_misses") or {})
 
 
 def _near_misses_before(section: dict) -> dict:

@@ -172,10 +172,11 @@ def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], hol
 
 
 def _in_order(holes: set[Hole]) -> list[Hole]:
-    """The holes of one database in the order they are closed: those whose witness database shows the
-    most of them wrong first (one neighbour closes them all, within ``max_added``), then in sorted order."""
+    """The holes of one database in the order they are closed: the audit's degenerate answers first,
+    then the near misses, those whose witness database shows the most of them wrong first (one
+    neighbour closes them all, within ``max_added``), then in sorted order."""
     shared = collections.Counter(h.witness for h in holes if h.witness)
-    return sorted(holes, key=lambda h: (-shared[h.witness] if h.witness else 0, h))
+    return sorted(holes, key=lambda h: (bool(h.witness), -shared[h.witness] if h.witness else 0, h))
 
 
 def _close_one(database: _Database, hole: Hole, settings: Settings) -> Outcome:
