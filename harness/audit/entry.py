@@ -4,17 +4,24 @@
 * ``audit_staged``: a staged ``bundle/`` folder packed exactly as ``pack`` packs it (into a
   temporary zip), then audited as a zip;
 * ``review``: what ``prepare`` calls on the bundle it staged: the audit, as a section of the
-  summary, and with ``--drop-hackable`` the rl rows to leave out (harness.prepare.job.Review).
+  summary, and with ``--drop-hackable`` the rl rows to leave out (harness.prepare.job.Review); its
+  holes, for the separation: the degenerate answers paid and shown wrong, and (with the build's
+  seeds) the near misses the oracle shows wrong, each with its witness database.
+
+Each runs the audit (harness.audit.run) and, unless told not to, the near-miss measurement
+(harness.audit.nearmiss) on the same loaded bundle; the audit document holds it as ``near_misses``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from bundle.bundle_index import normalize_gold
-from harness.audit import rewrites, run
+from harness.audit import nearmiss, oracle, rewrites, run
 from harness.common.bundle_loader import load_bundle
 from harness.common.errors import InputError
 from harness.prepare import pack
@@ -27,19 +34,53 @@ RUN_FIELDS = ("zip", "seconds")
 
 
 def audit_zip(zip_path: Path, splits: tuple[str, ...] = run.DEFAULT_SPLITS, *, threads: int = 4,
-              say: Say = lambda line: None) -> dict:
-    """The audit document of the bundle zip at ``zip_path`` (harness.audit.run)."""
+              near_misses: NearMisses | None = None, say: Say = lambda line: None) -> dict:
+    """The audit document of the bundle zip at ``zip_path`` (harness.audit.run), with its near misses
+    measured as ``near_misses`` says (by default: every family, the measurement's seeds)."""
+    return _audited(zip_path, splits, threads, near_misses or NearMisses(), say)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class NearMisses:
+    """How the near misses are measured: ``which`` families (all, tuning, held_out, or None: not at
+    all), the oracle's ``settings``, ``work``: where its witness databases are kept for the caller,
+    ``families``: the generator (default harness.audit.families)."""
+
+    which: str | None = "all"
+    settings: oracle.Settings = oracle.MEASURE
+    work: Path | None = None
+    families: nearmiss.Families | None = None
+
+
+def _audited(zip_path: Path, splits: tuple[str, ...], threads: int, near: NearMisses,
+             say: Say) -> tuple[dict, nearmiss.Measured | None]:
     with tempfile.TemporaryDirectory(prefix="audit-") as work, load_bundle(zip_path, work) as loaded:
-        return run.audit(loaded, splits, threads=threads, say=say)
+        doc = run.audit(loaded, splits, threads=threads, say=say)
+        if near.which is None:
+            return doc, None
+        try:
+            families = near.families or nearmiss.default_families()
+        except ImportError as exc:
+            doc["near_misses"] = {"not_run": f"the near-miss generator is not importable ({exc})"}
+            return doc, None
+        measured = nearmiss.measure(loaded, splits, families=families, which=near.which, settings=near.settings,
+                                    threads=threads, work=near.work, say=say)
+        doc["near_misses"] = measured.doc
+        return doc, measured
 
 
 def audit_staged(staged: Path, splits: tuple[str, ...] = run.DEFAULT_SPLITS, *, threads: int = 4,
-                 say: Say = lambda line: None) -> dict:
+                 near_misses: NearMisses | None = None, say: Say = lambda line: None) -> dict:
     """The audit document of a staged bundle folder, packed first as ``pack`` would pack it."""
+    return _staged(staged, splits, threads, near_misses or NearMisses(), say)[0]
+
+
+def _staged(staged: Path, splits: tuple[str, ...], threads: int, near: NearMisses,
+            say: Say) -> tuple[dict, nearmiss.Measured | None]:
     with tempfile.TemporaryDirectory(prefix="audit-zip-") as tmp:
         zip_path = Path(tmp) / "staged.zip"
         pack.pack(staged, zip_path)
-        return audit_zip(zip_path, splits, threads=threads, say=say)
+        return _audited(zip_path, splits, threads, near, say)
 
 
 def _renumbered(entry: dict, dropped: list[int]) -> dict:
@@ -54,26 +95,56 @@ def _renumbered(entry: dict, dropped: list[int]) -> dict:
 def summary_section(doc: dict, dropped: list[int]) -> dict:
     """The audit document as prepare's summary holds it: without the run's fields, rl ids as
     written once ``dropped`` (positions in rl) are left out, those rows listed under ``dropped``
-    with the ids they had while audited."""
+    with the ids they had while audited (the near misses' lists too; their counts are as audited)."""
     section = {k: v for k, v in doc.items() if k not in RUN_FIELDS}
     gone = {f"rl-{d:05d}" for d in dropped}
     section["dropped"] = [e for e in doc["hackable"] if e["id"] in gone]
     section["hackable"] = [_renumbered(e, dropped) for e in doc["hackable"] if e["id"] not in gone]
     section["set_aside"] = [_renumbered(e, dropped) for e in doc["set_aside"]]
     section["unscored"] = [_renumbered(e, dropped) for e in doc["unscored"] if e["id"] not in gone]
+    near = doc.get("near_misses")
+    if near and "not_run" not in near:
+        section["near_misses"] = {**{k: v for k, v in near.items() if k not in RUN_FIELDS}, **{
+            key: [_renumbered(e, dropped) for e in near[key] if e["id"] not in gone]
+            for key in ("missed", "blocked", "unscored")}}
     return section
 
 
-def review(staged: Path, *, drop_hackable: bool, threads: int = 4, say: Say = lambda line: None) -> Review:
-    """Audit the staged bundle of ``prepare`` (rl and eval); with ``drop_hackable``, the hackable rl
-    rows to leave out. Refuses to leave the rl split empty."""
-    doc = audit_staged(staged, run.DEFAULT_SPLITS, threads=threads, say=say)
+# What a review is for: "build" (its holes are closed: the oracle's build seeds, the families asked
+# for) or "measure" (the figures reported: the measurement's seeds, every family).
+PURPOSES = ("build", "measure")
+
+
+def review(staged: Path, *, drop_hackable: bool, purpose: str = "measure", work: Path | None = None,
+           near_miss_families: str | None = "all", families: nearmiss.Families | None = None, threads: int = 4,
+           say: Say = lambda line: None) -> Review:
+    """Audit the staged bundle of ``prepare`` (rl and eval) with its near misses; with
+    ``drop_hackable``, the hackable rl rows to leave out. Refuses to leave the rl split empty.
+
+    ``purpose`` (PURPOSES): for ``build``, the near misses of ``near_miss_families`` (all, tuning;
+    None: none) are measured with the oracle's build seeds, and each one missed is a hole whose
+    witness database is kept under ``work`` for the separation; for ``measure``, every family
+    with the measurement's seeds (none when ``near_miss_families`` is None). ``families``: the
+    generator (default harness.audit.families)."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"purpose {purpose!r}: one of {', '.join(PURPOSES)}")
+    build = purpose == "build"
+    which = near_miss_families if build or near_miss_families is None else "all"
+    scratch = Path(tempfile.mkdtemp(prefix="review-oracle-", dir=work)) if which is not None else None
+    try:
+        doc, measured = _staged(staged, run.DEFAULT_SPLITS, threads, NearMisses(
+            which, oracle.BUILD if build else oracle.MEASURE, scratch, families), say)
+        near_holes = _near_miss_holes(measured, work) if build and measured is not None and work is not None else ()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     dropped = sorted(int(e["id"].split("-")[1]) for e in doc["hackable"] if e["split"] == "rl") if drop_hackable else []
     rl_rows = doc["splits"]["rl"]["rows"]
     if rl_rows and len(dropped) == rl_rows:
         raise InputError(f"every one of the {rl_rows} rl rows is hackable, so --drop-hackable would leave rl empty: "
                          "build neighbour databases for rl (--neighbours eval,rl) or leave out --drop-hackable")
-    return Review(summary_section(doc, dropped), frozenset(dropped), holes(doc), fair_answers(doc))
+    return Review(summary_section(doc, dropped), frozenset(dropped), tuple(sorted(set(holes(doc)) | set(near_holes))),
+                  fair_answers(doc))
 
 
 def holes(doc: dict) -> tuple[Hole, ...]:
@@ -81,10 +152,29 @@ def holes(doc: dict) -> tuple[Hole, ...]:
     return tuple(sorted({Hole(e["db_id"], e["gold"], p["sql"], p["policy"]) for e in doc["hackable"] for p in e["paid"]}))
 
 
+def _near_miss_holes(measured: nearmiss.Measured, work: Path) -> tuple[Hole, ...]:
+    """Every missed near miss as a hole, with its witness database copied under ``work`` (the
+    oracle's own folder goes once the review is done)."""
+    out: dict[tuple[str, str, str], Hole] = {}
+    kept: dict[Path, Path] = {}
+    for item in measured.missed():
+        key = (item.row.db_id, item.row.gold, item.sql)
+        if key in out or item.found is None or item.found.path is None:
+            continue
+        source = item.found.path
+        if source not in kept:
+            kept[source] = work / "witnesses" / f"{item.row.db_id}-{len(kept) + 1:05d}.sqlite"
+            kept[source].parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, kept[source])
+        out[key] = Hole(*key, f"near miss: {item.family}", str(kept[source]), item.found.witness)
+    return tuple(sorted(out.values()))
+
+
 def fair_answers(doc: dict) -> dict[tuple[str, str], tuple[str, ...]]:
-    """(db_id, gold) -> the corpus's equivalent rewrites of it, for the golds of the audit's holes:
-    the separation must keep paying them."""
-    wanted = {(e["db_id"], normalize_gold(e["gold"])): e["gold"] for e in doc["hackable"]}
+    """(db_id, gold) -> the corpus's equivalent rewrites of it, for the golds of the audit's holes and
+    of the near misses missed: the separation must keep paying them."""
+    near = doc.get("near_misses") or {}
+    wanted = {(e["db_id"], normalize_gold(e["gold"])): e["gold"] for e in [*doc["hackable"], *near.get("missed", [])]}
     out: dict[tuple[str, str], tuple[str, ...]] = {}
     for item in rewrites.load():
         gold = wanted.get((item["db_id"], normalize_gold(item["gold"])))

@@ -110,7 +110,7 @@ def _copy_schema(original: Path, dest: Path) -> None:
         conn.close()
 
 
-def _doubled(original: Path, dest: Path, table: str, fresh_columns: set[str], shifted_columns: frozenset[str] = frozenset(),
+def doubled(original: Path, dest: Path, table: str, fresh_columns: set[str], shifted_columns: frozenset[str] = frozenset(),
              lower: bool = False) -> None:
     """``original`` with every row of ``table`` copied once: ``fresh_columns`` given values none has,
     ``shifted_columns`` other values (numbers below the column's least when ``lower``, else above its most)."""
@@ -119,6 +119,8 @@ def _doubled(original: Path, dest: Path, table: str, fresh_columns: set[str], sh
     conn.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
     try:
         conn.execute("PRAGMA foreign_keys=OFF")  # the invariants are checked afterwards, as for every witness
+        conn.execute("PRAGMA journal_mode=OFF")  # a scratch copy: no journal, no sync
+        conn.execute("PRAGMA synchronous=OFF")
         names = [r[1] for r in conn.execute(f"PRAGMA table_info({inv.quote(table)})")]
         rows = conn.execute(f"SELECT * FROM {inv.quote(table)}").fetchall()
         values = {i: [row[i] for row in rows] for i in range(len(names))}
@@ -213,8 +215,8 @@ class WitnessSet:
         """``doubled`` (``lower`` None: copies differ only where they must) or ``varied`` (every other
         column but the foreign keys shifted past its extreme)."""
         fresh = self._fresh_columns(table, keys_only)
-        shifted = frozenset() if lower is None else frozenset(_plain_columns(self.original, table) - fresh)
-        _doubled(self.original, path, table, fresh, shifted, bool(lower))
+        shifted = frozenset() if lower is None else frozenset(plain_columns(self.original, table) - fresh)
+        doubled(self.original, path, table, fresh, shifted, bool(lower))
 
     def _built_in_order(self, builders: list[tuple[str, Callable[[Path], None]]]) -> Iterator[Witness]:
         for name, build in builders:
@@ -258,7 +260,7 @@ def _column_names(path: Path) -> set[str]:
         conn.close()
 
 
-def _plain_columns(path: Path, table: str) -> set[str]:
+def plain_columns(path: Path, table: str) -> set[str]:
     """Lower-case names of ``table``'s columns that are no foreign key."""
     conn = _connect(path)
     try:

@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import json
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from bundle import reward_shapes
@@ -102,6 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              f"its gold (by default up to {separate.Settings.max_added} per database; docs/audit.md)")
     add("--no-audit", action="store_true",
         help="skip the audit of degenerate answers (by default its figures are a section of the summary)")
+    add("--near-miss-families", choices=("all", "tuning", "none"), default="all", metavar="WHICH",
+        help="near misses of the golds the separation closes: all (default), tuning (the families held out then "
+             "measure how far it generalizes) or none; the summary measures every family either way, with other "
+             "seeds (docs/audit.md, \"Near misses\")")
     add("--drop-hackable", action="store_true",
         help="leave out of rl.jsonl the rows the audit finds hackable (named in the summary)")
     add("--reward-shape", choices=tuple(reward_shapes.PRESETS), default=reward_shapes.DEFAULT, metavar="NAME",
@@ -162,7 +165,7 @@ def reward_shape_of(args: argparse.Namespace) -> reward_shapes.Shape:
         raise InputError(f"{args.reward_values}: {exc}") from None
 
 
-def _review(args: argparse.Namespace) -> Callable[[Path], job.Review] | None:
+def _review(args: argparse.Namespace) -> job.Reviewer | None:
     """The audit of the staged bundle (harness.audit.entry.review), None with --no-audit.
 
     The audit edits golds with sqlparse, which a bare interpreter lacks: prepare itself needs only the
@@ -177,8 +180,10 @@ def _review(args: argparse.Namespace) -> Callable[[Path], job.Review] | None:
             raise InputError(f"--drop-hackable needs the audit, which needs {exc.name} (not importable here): run "
                              "prepare in the project's environment (`make bundle`, .venv)") from None
         reason = f"{exc.name} is not importable here: run `python3 -m harness audit` in the project's environment"
-        return lambda staged: job.Review({"not_run": reason})
-    return lambda staged: entry.review(staged, drop_hackable=args.drop_hackable)
+        return lambda staged, purpose, work: job.Review({"not_run": reason})
+    families = None if args.near_miss_families == "none" else args.near_miss_families
+    return lambda staged, purpose, work: entry.review(staged, drop_hackable=args.drop_hackable, purpose=purpose,
+                                                      work=work, near_miss_families=families)
 
 
 def questions_source(args: argparse.Namespace) -> tuple[RowSource, str]:

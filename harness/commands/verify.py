@@ -19,7 +19,7 @@ import json
 import time
 from pathlib import Path
 
-from harness.audit import entry, shapes
+from harness.audit import entry, nearmiss_report, shapes
 from harness.audit import report as audit_report
 from harness.commands import audit as audit_command
 from harness.commands import options
@@ -32,6 +32,7 @@ from harness.emulator.check_result import MAX_SHOWN
 from harness.emulator.main import job_verify
 
 AUDIT_CHECK = "degenerate answers"
+NEAR_MISS_CHECK = "near misses"
 # Named in the report so a reader knows what "in the container" meant.
 LOCKDOWN = "no network, read-only root, zip and splits mounted read-only, /tmp tmpfs, user nobody, no capabilities"
 
@@ -46,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mutate only the first N distinct golds (default: all)")
     options.add_container_timeout(parser)
     audit_command.add_max_hackable(parser)
+    audit_command.add_near_misses(parser)
     options.add_json(parser, "the report (the audit's document under \"audit\")")
 
 
@@ -71,8 +73,11 @@ def verify(args: argparse.Namespace) -> tuple[dict, bundle_zip.ZipSummary | None
                            f"{summary.archive_bytes:,} bytes zipped, {summary.unpacked_bytes:,} unpacked, within the caps"}
     report["checks"].insert(0, accepted)
     try:
-        report["audit"] = doc = entry.audit_zip(zip_path, threads=args.threads)
+        report["audit"] = doc = entry.audit_zip(zip_path, threads=args.threads,
+                                                near_misses=audit_command.near_misses_of(args))
         report["checks"].append(audit_check(doc, args.max_hackable))
+        if "near_misses" in doc:
+            report["checks"].append(near_miss_check(doc["near_misses"], args.min_kill_rate))
     except Exception as exc:  # noqa: BLE001 - a check that cannot run has failed; the report still comes
         report["checks"].append({"name": AUDIT_CHECK, "passed": False, "summary": "the check could not run",
                                  "failures": [f"{type(exc).__name__}: {exc}"], "seconds": 0.0})
@@ -91,6 +96,21 @@ def audit_check(doc: dict, threshold: float) -> dict:
     return {"name": AUDIT_CHECK, "passed": not over, "seconds": doc["seconds"],
             "summary": f"hackable rows: {shares}, within {threshold:.0%} a split"
             if not over else "; ".join(over), "failures": (over + firsts)[:MAX_SHOWN] if over else []}
+
+
+def near_miss_check(doc: dict, least: float) -> dict:
+    """The near misses as one check: failed when a split's kill rate is under ``least``."""
+    if "not_run" in doc:
+        return {"name": NEAR_MISS_CHECK, "passed": True, "seconds": 0.0, "failures": [],
+                "summary": f"not measured: {doc['not_run']}"}
+    under = nearmiss_report.below(doc, least)
+    rates = ", ".join(f"{name} {nearmiss_report.rate(s['groups']['all'])} ({s['groups']['all']['missed']} missed)"
+                      for name, s in doc["splits"].items())
+    firsts = [f"{e['id']} ({e['db_id']}): {e['family']} {e['sql'][:80]!r} paid, shown wrong on {e['witness']}"
+              for e in doc["missed"]]
+    return {"name": NEAR_MISS_CHECK, "passed": not under, "seconds": doc.get("seconds", 0.0),
+            "summary": f"kill rate {rates}, at least {least:.0%} a split (goal {nearmiss_report.GOAL:.0%})"
+            if not under else "; ".join(under), "failures": (under + firsts)[:MAX_SHOWN] if under else []}
 
 
 def _in_container(args: argparse.Namespace, zip_path: Path, summary: bundle_zip.ZipSummary,
@@ -119,6 +139,8 @@ def render(report: dict, summary: bundle_zip.ZipSummary | None, where: str) -> l
     checks = report["checks"]
     if "audit" in report:
         lines += audit_report.render(report["audit"]) + shapes.render(report["audit"])
+        if "near_misses" in report["audit"]:
+            lines += nearmiss_report.render(report["audit"]["near_misses"])
     for check in checks:
         mark = "PASS" if check["passed"] else "FAIL"
         lines.append(f"  {mark}  {check['name']:<24} {check['summary']}")

@@ -35,6 +35,7 @@ class Call:
     outcome: Outcome | None = None  # unscored calls: the error's outcome; faults: "crash" / "bad_return"; scored
     # calls: the outcome a dict answer names (None for a bare number)
     code: ErrorCode | None = None  # unscored calls: the bundle error's code
+    decided_on: str | None = None  # scored calls: the database a dict answer says decided (its outcome fields)
 
 
 UNIT = (0.0, 1.0)
@@ -50,14 +51,15 @@ def call_score(fn: Callable[..., Any], *, bounds: tuple[float, float] = UNIT, **
         if code is not None:
             return Call(None, "unscored", f"{type(exc).__name__}: {exc}", BUNDLE_ERRORS[code].outcome, code)
         return Call(None, "crash", f"{type(exc).__name__}: {exc}", "crash")
-    outcome = None
+    outcome = decided_on = None
     if isinstance(value, dict):  # verl accepts {"score": ...}
         outcome = value.get("outcome") if value.get("outcome") in SCORED_OUTCOMES else None
+        decided_on = value.get("decided_on") if isinstance(value.get("decided_on"), str) else None
         value = value.get("score")
     low, high = bounds
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         return Call(None, "bad_return", f"returned {value!r}, not a number in [{low:g}, {high:g}]", "bad_return")
-    return Call(float(value), "scored", outcome=outcome)
+    return Call(float(value), "scored", outcome=outcome, decided_on=decided_on)
 
 
 def counters(loaded: LoadedBundle) -> tuple[Callable[[], dict], Callable[[], None]]:

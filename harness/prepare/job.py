@@ -81,6 +81,12 @@ class NeighbourPlan:
     separation: separate.Settings | None = separate.Settings()  # close the review's holes (None: leave them)
 
 
+# A review of the staged bundle (harness.audit.entry.review): called with the staged folder, what it is
+# for ("build": its holes are to be closed; "measure": its figures are reported) and a work folder
+# that lives until the separation is done (the near misses' witness databases).
+Reviewer = Callable[[Path, str, Path], "Review"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Review:
     """What a review of the staged bundle found (harness.audit.entry.review): a section for the
@@ -94,24 +100,28 @@ class Review:
 
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
             origin: str = DEFAULT_API_URL, neighbours: NeighbourPlan = NeighbourPlan(),
-            say: Callable[[str], None] = lambda line: None, review: Callable[[Path], Review] | None = None,
+            say: Callable[[str], None] = lambda line: None, review: Reviewer | None = None,
             reward_shape: reward_shapes.Shape | None = None) -> dict:
     """Select the splits, write them and the staged bundle under ``out``; return the summary.
 
-    ``review``: called on the staged bundle before the splits are written; the rl rows it names are
-    left out (the bundle staged again without them, the neighbour databases kept as built).
+    ``review``: called on the staged bundle before the splits are written; where the separation
+    runs, first for its holes ("build"), then again for the figures reported ("measure"); the rl
+    rows the last names are left out (the bundle staged again without them, the neighbour
+    databases kept as built).
     ``reward_shape``: what the bundle's reward pays per outcome (bundle.reward_shapes; default binary).
     """
     selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
                               sizes, rules)
     prepare_summary.check_not_empty(selection, sizes)
     try:
-        with staging.building(out / "bundle") as stage:  # whole or not at all: never a half-built OUT/bundle
+        with staging.building(out / "bundle") as stage, tempfile.TemporaryDirectory(prefix="spider-review-") as tmp:
             index = stage_bundle(stage, selection, rules.catalog, rules.disputed, reward_shape)
             built = stage_neighbours(stage, index, selection, neighbours, say)
-            reviewed = review(stage) if review is not None else None
-            if review is not None and reviewed is not None and reviewed.holes and neighbours.separation and built:
-                built, reviewed = close_holes(stage, index, built, reviewed, neighbours, review, say)
+            separating = bool(neighbours.separation and built)
+            reviewed = review(stage, "build" if separating else "measure", Path(tmp)) if review is not None else None
+            if review is not None and reviewed is not None and separating and (reviewed.holes or measured(reviewed)):
+                built, reviewed = close_holes(stage, index, built, reviewed, neighbours,
+                                              lambda staged: review(staged, "measure", Path(tmp)), say)
             if reviewed is not None and reviewed.drop_rl:
                 selection = dataclasses.replace(selection, rl=[r for i, r in enumerate(selection.rl)
                                                                if i not in reviewed.drop_rl])
@@ -149,7 +159,8 @@ def stage_neighbours(dest: Path, index: dict, selection: splits.Selection, plan:
 def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], reviewed: Review, plan: NeighbourPlan,
                 review: Callable[[Path], Review], say: Callable[[str], None]) -> tuple[dict[str, distil.Distilled], Review]:
     """Add the neighbours that close the review's holes (harness.prepare.neighbours.separate) to the
-    staged bundle, and review it again where any was added; its section says what the separation did."""
+    staged bundle, and review it again (``review``: for the figures reported); its section says what
+    the separation did, and what the first review found (``before``)."""
     data = stage / "data"
     originals = {db_id: data / index["databases"][db_id]["file"] for db_id in built}
     with tempfile.TemporaryDirectory(prefix="spider-separate-") as work:
@@ -161,14 +172,29 @@ def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], re
              if len(found.files) > len(built[db_id].files)}
     say(f"separation: {sum(o.neighbour is not None for o in outcomes)} of {len(outcomes)} holes closed, "
         f"{sum(added.values())} neighbours added to {len(added)} databases")
-    again = review(stage) if added else reviewed  # nothing added: the bundle is the one reviewed
+    # The build's review drew its near misses' databases with the build's seeds: the figures reported are
+    # measured again with the measurement's (and where none was measured and nothing added, it stands).
+    again = review(stage) if added or measured(reviewed) else reviewed
     section = {**again.section, "separation": {
         "holes": len(outcomes), "closed": sum(o.neighbour is not None for o in outcomes), "added": added,
         "before": {split: {k: part[k] for k in ("rows", "hackable", "hackable_first_seven")}
                    for split, part in sorted(reviewed.section.get("splits", {}).items())},
+        "near_misses_before": _near_misses_before(reviewed.section),
         "outcomes": [{"db_id": o.hole.db_id, "gold": o.hole.gold, "policy": o.hole.policy, "sql": o.hole.sql,
                       "neighbour": o.neighbour, "how": o.how} for o in outcomes]}}
     return closed, dataclasses.replace(again, section=section)
+
+
+def measured(reviewed: Review) -> bool:
+    """Whether the review measured the near misses (with the build's seeds, where it is the first)."""
+    return "splits" in (reviewed.section.get("near_misses") or {})
+
+
+def _near_misses_before(section: dict) -> dict:
+    """What the build's review found of the near misses, per split (the oracle's build seeds)."""
+    near = section.get("near_misses") or {}
+    return {split: {key: part["groups"]["all"][key] for key in ("killed", "missed", "blocked", "equivalent", "kill_rate")}
+            | {"rows_with_missed": part["rows_with_missed"]} for split, part in sorted(near.get("splits", {}).items())}
 
 
 def _staged_files(built: dict[str, distil.Distilled], data: Path) -> dict[str, distil.Distilled]:

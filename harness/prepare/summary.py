@@ -198,10 +198,36 @@ def _render_audit(found: dict | None) -> list[str]:
         lines.append(f"separation: {done['closed']} of {done['holes']} holes closed by {sum(done['added'].values())} "
                      f"neighbour databases added to {len(done['added'])} databases (hackable rows before: {before}); "
                      "the rest named in prepare-summary.json (audit.separation.outcomes)")
+    lines += _render_near_misses(found.get("near_misses"), (done or {}).get("near_misses_before"))
     dropped = found.get("dropped") or []
     if dropped:
         lines.append(f"dropped from rl (--drop-hackable): {len(dropped)} rows, named in prepare-summary.json (audit.dropped): "
                      + "; ".join(f"{e['db_id']}: {e['gold'][:60]}" for e in dropped[:3]) + ("; ..." if len(dropped) > 3 else ""))
+    return lines
+
+
+def _rate(counts: dict) -> str:
+    killable = counts["killed"] + counts["missed"]
+    return f"{100 * counts['killed'] / killable:.1f}%" if killable else "-"
+
+
+def _render_near_misses(found: dict | None, before: dict | None) -> list[str]:
+    """The near misses in a line per split: killed, killable but missed, blocked (by what), equivalent."""
+    if not found:
+        return []
+    if "not_run" in found:
+        return [f"near misses: not measured: {found['not_run']}"]
+    lines = ["near misses of the golds (harness audit prints the table per family; docs/audit.md, \"Near misses\"):"]
+    for name, split in found["splits"].items():
+        every, groups = split["groups"]["all"], split["groups"]
+        blocked = ", ".join(f"{kind} {n}" for kind, n in every["blocked_by"].items())
+        was = (before or {}).get(name)
+        lines.append(f"  {name}: killed {every['killed']} of {every['killed'] + every['missed']} killable "
+                     f"({_rate(every)}; tuning {_rate(groups['tuning'])}, held-out {_rate(groups['held_out'])}), "
+                     f"missed {every['missed']} on {split['rows_with_missed']} rows, blocked {every['blocked']}"
+                     + (f" ({blocked})" if blocked else "") + f", equivalent {every['equivalent']}, "
+                     f"rejected on the original {every['original']}"
+                     + (f"; before the separation {was['missed']} missed (build seeds)" if was else ""))
     return lines
 
 

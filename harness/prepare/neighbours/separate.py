@@ -13,12 +13,14 @@ neighbour database of that database on which
 Tried in turn, the first that qualifies is kept:
 
 1. the neighbours this step added to the database before (one database often closes several holes);
-2. ``draws`` databases drawn by the bundle's generator (``bundle.neighbour_fuzz``) as the grader's
+2. for a near miss, the database the oracle showed it wrong on (harness.audit.oracle, with its
+   build seeds: it keeps every invariant by construction, and the proof checks it again);
+3. ``draws`` databases drawn by the bundle's generator (``bundle.neighbour_fuzz``) as the grader's
    counterexample search draws them for that very pair (``neighbour_search.focus`` and ``PLANS``:
    small databases first, the pair's literals as special values), with build-time seeds;
-3. targeted edits of the first ``bases`` draws on which the gold may be judged (where none may, of
-   the original itself when it is small: a gold no draw gives rows), at most ``EDITS`` each: two
-   rows swap their values in a column holding a value of the gold's answer or a literal it
+4. targeted edits of the first ``bases`` draws on which the gold may be judged (where none may, of
+   the original itself when it is small: a gold no draw gives rows), at most ``edits.EDITS`` each
+   (harness.prepare.neighbours.edits): two rows swap their values in a column holding a value of the gold's answer or a literal it
    compares with (the row the question names takes another's name); a cell holding such a value
    gets the column's next one or one none has (a row the WHERE must cut); a row gets the literal
    a dropped condition would keep; a row holding the answer is copied with fresh keys (one more
@@ -36,26 +38,20 @@ attempt, the holes are taken in sorted order, and no set of texts is iterated.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
-import itertools
 import shutil
-import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from bundle import gold_results, neighbour_proof, neighbour_search, sql_guard
 from bundle import neighbour_invariants as inv
-from bundle import neighbour_values as nv
 from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, read_original
 from bundle.verify import MATCH, gold_result, judge
+from harness.prepare.neighbours import edits
 from harness.prepare.neighbours.distil import BUILD_STEPS, Distilled, build_limits
-
-SWAPS = 3  # columns whose values a base swaps, per base
-CHANGES = 3  # rows whose value is changed, per column the gold compares with a literal or answers from
-DELETES = 6  # rows deleted (one at a time) per table the gold reads, per base
-EDITS = 40  # edits tried per base at most
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,18 +59,22 @@ class Settings:
     seed: int = 0
     draws: int = 12  # generator draws per hole
     bases: int = 2  # draws the gold may be judged on that are edited when none separates
-    max_added: int = 6  # neighbours added per database at most
+    max_added: int = 10  # neighbours added per database at most
     max_original_bytes: int = 256 * 1024  # where no draw may judge the gold, a small original is edited instead
 
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Hole:
-    """A degenerate answer the audit found paid and shown wrong."""
+    """A degenerate answer the audit found paid and shown wrong, or a near miss the oracle did
+    (harness.audit.oracle): ``witness`` the database it is shown wrong on (a file that keeps every
+    invariant; tried first as the new neighbour), ``witness_name`` how the oracle made it."""
 
     db_id: str
     gold: str
     sql: str
     policy: str = ""
+    witness: str = ""
+    witness_name: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +159,7 @@ def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], hol
     outcomes: list[Outcome] = []
     for db_id in sorted({h.db_id for h in holes}):
         found = distilled.get(db_id)
-        mine = sorted({h for h in holes if h.db_id == db_id})
+        mine = _in_order({h for h in holes if h.db_id == db_id})
         if found is None:
             outcomes += [Outcome(h, None, "the database has no neighbours (prepare --neighbours)") for h in mine]
             continue
@@ -171,6 +171,14 @@ def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], hol
     return out, outcomes
 
 
+def _in_order(holes: set[Hole]) -> list[Hole]:
+    """The holes of one database in the order they are closed: the audit's degenerate answers first,
+    then the near misses, those whose witness database shows the most of them wrong first (one
+    neighbour closes them all, within ``max_added``), then in sorted order."""
+    shared = collections.Counter(h.witness for h in holes if h.witness)
+    return sorted(holes, key=lambda h: (bool(h.witness), -shared[h.witness] if h.witness else 0, h))
+
+
 def _close_one(database: _Database, hole: Hole, settings: Settings) -> Outcome:
     base = len(database.found.files)
     for k, added in enumerate(database.added):
@@ -180,6 +188,13 @@ def _close_one(database: _Database, hole: Hole, settings: Settings) -> Outcome:
             return Outcome(hole, base + k + 1, "added before")
     if len(database.added) >= settings.max_added:
         return Outcome(hole, None, f"open: {settings.max_added} neighbours added to the database already")
+    if hole.witness:
+        path = database.path()
+        shutil.copyfile(hole.witness, path)
+        here = database.fits(path, hole, prove=True) if edits.apply(path, []) else None
+        if here is not None:
+            database.added.append(_Added(path, {hole.gold: here}))
+            return Outcome(hole, base + len(database.added), f"the oracle's witness ({hole.witness_name})")
     for path, how, here in _attempts(database, hole, settings):
         if here is not None:
             database.added.append(_Added(path, {hole.gold: here}))
@@ -207,169 +222,11 @@ def _attempts(database: _Database, hole: Hole, settings: Settings) -> Iterator[t
     if not bases and database.original.stat().st_size <= settings.max_original_bytes:
         bases.append(("the original", database.original))  # no draw has what the gold asks about (a director who reviews)
     for name, base in bases:
-        for what, edit in _edits(base, hole.gold, database):
+        for what, edit in edits.targeted(base, hole.gold, database.found.profile, database.limits):
             path = database.path()
             shutil.copyfile(base, path)
-            if _apply(path, edit):
+            if edits.apply(path, edit):
                 yield path, f"{name}, {what}", database.fits(path, hole, prove=True)
-
-
-Edit = list[tuple[str, tuple]]  # statements and their parameters
-
-
-def _edits(base: Path, gold: str, database: _Database) -> Iterator[tuple[str, Edit]]:
-    """Targeted edits of ``base``, at most EDITS: swaps, then changes, in the columns holding the
-    gold's values or compared with its literals, then copies and deletions of rows of the tables it reads."""
-    profile = database.found.profile
-    linked = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns} | \
-             {(k.parent.lower(), c.lower()) for k in profile.links for c in k.parent_columns}
-    try:
-        answer = sql_guard.run_query(str(base), gold, database.limits, budget_steps=BUILD_STEPS,
-                                     wall_s=database.limits.wall_guard_s).rows[:20]
-    except sql_guard.QueryFailed:
-        return
-    values = [v for row in answer for v in row if v is not None][:40]
-    words = {w.lower().strip('"`[]') for w in gold.replace(",", " ").replace("(", " ").replace(")", " ").split()}
-    compared = nv.literals_by_column(gold, {c.name.lower() for t in profile.tables for c in t.columns})
-    free = [(t, c.name) for t in profile.tables for c in t.columns if (t.name.lower(), c.name.lower()) not in linked]
-    read = [t for t in profile.tables if t.name.lower() in words]
-    conn = inv.open_read_only(str(base))
-    try:
-        made = itertools.chain(_swaps(conn, free, compared, values), _changes(conn, free, compared, values),
-                               _copies(conn, read, values), _deletes(conn, profile, read))
-        yield from itertools.islice(made, EDITS)
-    finally:
-        conn.close()
-
-
-def _swaps(conn: sqlite3.Connection, free: list, compared: dict[str, list], values: list) -> Iterator[tuple[str, Edit]]:
-    """Swaps in the columns holding a value of the gold's answer, or a literal it compares them with
-    (the row the question names takes another row's key or name)."""
-    found = ((f"swap {t.name}.{c}", _swap(conn, t.name, c, wanted)) for t, c in free
-             for wanted in (compared.get(c.lower(), []) + values,) if wanted)
-    return itertools.islice(((what, edit) for what, edit in found if edit is not None), SWAPS)
-
-
-def _changes(conn: sqlite3.Connection, free: list, compared: dict[str, list], values: list) -> Iterator[tuple[str, Edit]]:
-    """Cells changed: where a row holds a literal the gold compares a column with, each other column
-    holding a value of its answer; then the literal's column itself, and the answer's; then rows that
-    do not hold a literal given it (a row a dropped condition would keep)."""
-    for t, c in free:
-        for lit_col, lits in sorted(compared.items()):
-            if lit_col and lit_col != c.lower() and values and any(x.name.lower() == lit_col for x in t.columns):
-                yield from _changed(conn, t.name, c, f"{inv.quote(lit_col)} IN ({_marks(lits)}) AND "
-                                    f"{inv.quote(c)} IN ({_marks(values)})", [*lits, *values])
-    for t, c in free:
-        for wanted in (compared.get(c.lower(), []), values):
-            if wanted:
-                yield from _changed(conn, t.name, c, f"{inv.quote(c)} IN ({_marks(wanted)})", wanted)
-    for t, c in free:
-        for lit in compared.get(c.lower(), []):
-            for (rowid,) in _rows(conn, t.name, f"{inv.quote(c)} IS NOT ?", [lit]):
-                yield f"{t.name}.{c} of row {rowid} set to {lit!r}", [(f"UPDATE {inv.quote(t.name)} SET {inv.quote(c)} = ? "
-                                                                       "WHERE rowid = ?", (lit, rowid))]
-
-
-def _marks(values: list) -> str:
-    return ", ".join("?" * len(values))
-
-
-def _rows(conn: sqlite3.Connection, table: str, where: str, params: list, limit: int = CHANGES) -> list[tuple]:
-    try:
-        return conn.execute(f"SELECT rowid FROM {inv.quote(table)} WHERE {where} ORDER BY rowid LIMIT {limit}",
-                            params).fetchall()
-    except sqlite3.Error:
-        return []
-
-
-def _changed(conn: sqlite3.Connection, table: str, column: str, where: str, params: list) -> Iterator[tuple[str, Edit]]:
-    """For the first CHANGES rows ``where`` holds: ``column`` set to its first other value, and to one
-    none has (a number past the greatest, the text with ``~2``)."""
-    t, c = inv.quote(table), inv.quote(column)
-    for (rowid,) in _rows(conn, table, where, params):
-        other = _rows(conn, table, f"{c} IS NOT (SELECT {c} FROM {t} WHERE rowid = ?) AND {c} IS NOT NULL", [rowid], 1)
-        what = f"change {table}.{column} row {rowid}"
-        if other:
-            yield what, [(f"UPDATE {t} SET {c} = (SELECT {c} FROM {t} WHERE rowid = ?) WHERE rowid = ?", (other[0][0], rowid))]
-        yield what + " (new)", [(f"UPDATE {t} SET {c} = {_fresh(t, c)} WHERE rowid = ?", (rowid,))]
-
-
-def _fresh(t: str, c: str) -> str:
-    """A value of column ``c`` of table ``t`` none has: a number past the greatest, a text with ``~2``."""
-    return (f"CASE WHEN typeof({c}) IN ('integer', 'real') THEN (SELECT max({c}) FROM {t} WHERE typeof({c}) IN "
-            f"('integer', 'real')) + 1 WHEN {c} IS NULL THEN NULL ELSE {c} || '~2' END")
-
-
-def _copies(conn: sqlite3.Connection, read: list, values: list) -> Iterator[tuple[str, Edit]]:
-    """A copy of a row of a table the gold reads, its keys and unique columns fresh: one more row for
-    a count, a group, a DISTINCT or a LIMIT to see. The first rows holding a value of the gold's
-    answer, then the last rows."""
-    for table in read:
-        t = inv.quote(table.name)
-        fresh = {c.lower() for c in table.key} | {c.name.lower() for c in table.columns if c.unique or c.near_unique}
-        exprs = ", ".join(_fresh(t, inv.quote(c.name)) if c.name.lower() in fresh else inv.quote(c.name)
-                          for c in table.columns)
-        names = ", ".join(inv.quote(c.name) for c in table.columns)
-        holding = " OR ".join(f"{inv.quote(c.name)} IN ({_marks(values)})" for c in table.columns) if values else "0"
-        rows = _rows(conn, table.name, holding, values * len(table.columns), 2) + \
-            conn.execute(f"SELECT rowid FROM {t} ORDER BY rowid DESC LIMIT 2").fetchall()
-        for rowid in dict.fromkeys(r[0] for r in rows):
-            yield f"copy {table.name} row {rowid}", [(f"INSERT INTO {t} ({names}) SELECT {exprs} FROM {t} WHERE rowid = ?",
-                                                      (rowid,))]
-
-
-def _deletes(conn: sqlite3.Connection, profile: inv.Profile, read: list) -> Iterator[tuple[str, Edit]]:
-    for table in read:
-        for (rowid,) in conn.execute(f"SELECT rowid FROM {inv.quote(table.name)} ORDER BY rowid LIMIT {DELETES}").fetchall():
-            yield f"delete {table.name} row {rowid}", _delete(profile, table.name, rowid)
-
-
-def _swap(conn: sqlite3.Connection, table: str, column: str, values: list) -> Edit | None:
-    """Swap ``column``'s value in the first row holding one of ``values`` with the first row holding another."""
-    t, c = inv.quote(table), inv.quote(column)
-    try:
-        first = conn.execute(f"SELECT rowid FROM {t} WHERE {c} IN ({_marks(values)}) ORDER BY rowid LIMIT 1",
-                             values).fetchone()
-        if first is None:
-            return None
-        other = conn.execute(f"SELECT rowid FROM {t} WHERE {c} IS NOT (SELECT {c} FROM {t} WHERE rowid = ?) "
-                             f"AND {c} IS NOT NULL ORDER BY rowid LIMIT 1", (first[0],)).fetchone()
-    except sqlite3.Error:
-        return None
-    if other is None:
-        return None
-    a, b = first[0], other[0]
-    # Through a temporary table, so that the values keep their storage class and bytes, and a
-    # unique column is never two rows' at once.
-    return [("CREATE TEMP TABLE swapped AS SELECT rowid AS r, " + c + " AS v FROM " + t + " WHERE rowid IN (?, ?)", (a, b)),
-            (f"UPDATE {t} SET {c} = x'7e7e7e' WHERE rowid = ?", (a,)),
-            (f"UPDATE {t} SET {c} = (SELECT v FROM swapped WHERE r = ?) WHERE rowid = ?", (a, b)),
-            (f"UPDATE {t} SET {c} = (SELECT v FROM swapped WHERE r = ?) WHERE rowid = ?", (b, a))]
-
-
-def _delete(profile: inv.Profile, table: str, rowid: int) -> Edit:
-    """Delete one row, then, as many times as there are links, every row left without its parent."""
-    edit: Edit = [(f"DELETE FROM {inv.quote(table)} WHERE rowid = ?", (rowid,))]
-    for _round in range(len(profile.links)):
-        edit += [(f"DELETE FROM {inv.quote(k.child)} WHERE {inv.orphans_where(k)}", ()) for k in profile.links]
-    return edit
-
-
-def _apply(path: Path, edit: Edit) -> bool:
-    """Apply ``edit`` to the database at ``path`` and VACUUM it; False when SQLite refuses a statement."""
-    conn = sqlite3.connect(str(path), isolation_level=None)
-    try:
-        conn.execute("PRAGMA foreign_keys=OFF")  # the proof checks the links afterwards, as for every neighbour
-        conn.execute("BEGIN")
-        for sql, params in edit:
-            conn.execute(sql, params)
-        conn.execute("COMMIT")
-        conn.execute("VACUUM")
-        return True
-    except sqlite3.Error:
-        return False
-    finally:
-        conn.close()
 
 
 def _with_added(found: Distilled, added: list[_Added]) -> Distilled:
