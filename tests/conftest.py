@@ -215,8 +215,11 @@ def shaped_sample(tmp_path_factory):
     return make
 
 
-# The arguments prepared_spider ran with, minus --api-url, --cache-dir and --out.
-SPIDER_PREPARE_ARGS = ("--rows", "2000", "--rl-rows", "600", "--eval-rows", "300", "--request-interval", "0")
+# The arguments prepared_spider ran with, minus --api-url, --cache-dir and --out. Without the near
+# misses (their measurement on these splits is some ten minutes of CPU: `make bench` and docs/audit.md
+# give its figures; tests/test_near_misses.py tests it on the fixtures).
+SPIDER_PREPARE_ARGS = ("--rows", "2000", "--rl-rows", "600", "--eval-rows", "300", "--request-interval", "0",
+                       "--near-miss-families", "none")
 
 
 @pytest.fixture(scope="session")
