@@ -25,7 +25,7 @@ from harness.prepare import pack
 ROOT = Path(__file__).resolve().parent.parent
 ALL_CHECKS = ["zip accepted", "splits well formed", "splits match the bundle", "eval unseen", "imports stdlib only",
               "golds score 1.0", "mutated golds score 0.0", "neighbour databases", "hostile suite", "no file created",
-              "stale gold rejected", "missing database", "databases unchanged", "degenerate answers"]
+              "stale gold rejected", "missing database", "databases unchanged", "degenerate answers", "near misses"]
 
 # A reward that says 1.0 to everything, leaves a file behind on every call and appends to a
 # training database: everything pre-push verification exists to catch.
@@ -44,7 +44,8 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
 EVIL_FAILS = {"mutated golds score 0.0", "hostile suite", "no file created", "stale gold rejected",
               "missing database", "databases unchanged",
               "neighbour databases",  # the changed database fails the grader's checked read there too
-              "degenerate answers"}  # every rl row is paid an empty answer (and more): all hackable
+              "degenerate answers",  # every rl row is paid an empty answer (and more): all hackable
+              "near misses"}  # and every near miss: none killed
 
 
 # --- the mutator ----------------------------------------------------------------------------------
@@ -182,8 +183,8 @@ def test_a_bundle_that_does_not_import_fails_its_checks_instead_of_crashing(stag
     pack.pack(staged, tmp_path / "b.zip")
     report = job_verify(tmp_path / "b.zip", Prepared(prepared_sample), max_mutated_golds=2)
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
-    # all but "zip accepted" and "degenerate answers", the command's own (on the host)
-    assert not report["passed"] and len(report["checks"]) == len(ALL_CHECKS) - 2
+    # all but "zip accepted", "degenerate answers" and "near misses", the command's own (on the host)
+    assert not report["passed"] and len(report["checks"]) == len(ALL_CHECKS) - 3
     assert "SyntaxError" in failed["imports stdlib only"]["failures"][0]
     assert failed["golds score 1.0"]["summary"] == "the check could not run"
     assert "fails to import: SyntaxError" in failed["golds score 1.0"]["failures"][0]
@@ -219,7 +220,7 @@ def test_an_evil_bundle_fails_exactly_the_checks_meant_to_catch_it(staged, prepa
     results = _results(tmp_path / "r.json")
     assert {name for name, ok in results.items() if not ok} == EVIL_FAILS
     assert list(results) == ALL_CHECKS
-    assert "verification FAILED: 8 of 14 checks" in done.stdout and "created " in done.stdout
+    assert "verification FAILED: 9 of 15 checks" in done.stdout and "created " in done.stdout
 
 
 def test_a_zip_the_trainer_refuses_stops_before_the_container(prepared_sample, tmp_path):
@@ -255,7 +256,7 @@ def test_the_default_spider_splits_pass_in_the_container(docker_engine, prepared
     done = _verify(tmp_path / "spider-scoring.zip", prepared_spider, tmp_path / "r.json", "--near-miss-families", "none")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     report = json.loads((tmp_path / "r.json").read_text())
-    assert all(c["passed"] for c in report["checks"]) and len(report["checks"]) == len(ALL_CHECKS)
+    assert all(c["passed"] for c in report["checks"]) and [c["name"] for c in report["checks"]] == ALL_CHECKS[:-1]
     print(f"\nverify on the default splits: {report['seconds']:.1f} s of checks, zip {summary.archive_bytes:,} bytes")
 
 
