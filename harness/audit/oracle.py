@@ -259,13 +259,18 @@ class Oracle:
         return next((t.path for t in self._shared_pool() if t is not None and self._judged(gold, t.path, original)),
                     None)
 
-    def _boundary(self, base: Path, gold: str, todo: list[str]) -> Iterator[tuple[str, edits.Edit]]:
+    def _literals(self, gold: str, todo: list[str]) -> tuple[set[str], dict[str, list]]:
+        """The profile's column names, and the literals the gold and ``todo`` compare each with (each once, in order)."""
         names = {c.name.lower() for t in self.profile.tables for c in t.columns}
         literals: dict[str, list] = {}
         for text in [gold, *todo]:
             for name, found in nv.literals_by_column(text, names).items():
                 bucket = literals.setdefault(name, [])
                 bucket.extend(v for v in found if v not in bucket)
+        return names, literals
+
+    def _boundary(self, base: Path, gold: str, todo: list[str]) -> Iterator[tuple[str, edits.Edit]]:
+        names, literals = self._literals(gold, todo)
         bounds = nv.between_bounds(gold, names)
         conn = inv.open_read_only(str(base))
         try:
@@ -276,12 +281,7 @@ class Oracle:
     def _gold_focus(self, gold: str, todo: list[str]) -> Focus:
         """What the gold and its near misses ask of a database: their literals and sorted columns, the
         gold's LIKE patterns and BETWEEN bounds (neighbour_search.focus, for several near misses)."""
-        names = {c.name.lower() for t in self.profile.tables for c in t.columns}
-        literals: dict[str, list] = {}
-        for text in [gold, *todo]:
-            for name, found in nv.literals_by_column(text, names).items():
-                bucket = literals.setdefault(name, [])
-                bucket.extend(v for v in found if v not in bucket)
+        names, literals = self._literals(gold, todo)
         sort = set().union(*(nv.sort_columns(t, names) for t in [gold, *todo]))
         extreme = set().union(*(nv.extreme_columns(t, names) for t in [gold, *todo]))
         return Focus(literals, nv.literals_by_column(gold, names, patterns=True), self.allowed, frozenset(sort),
