@@ -79,7 +79,7 @@ test: setup ## run the whole test suite, type check, lint and docs build (docker
 	$(PY) -m mypy
 	$(PY) -m ruff check
 	$(PY) -m mkdocs build --strict --site-dir $(VENV)/site
-	BASE_IMAGE=$(BASE_IMAGE) SPIDER_DATA=$(SPIDER_DATA) $(PY) -m pytest -n auto --dist loadgroup -q $(PYTEST_ARGS)
+	BASE_IMAGE=$(BASE_IMAGE) SPIDER_DATA=$(SPIDER_DATA) $(PY) -m pytest -n auto --dist loadgroup -q --durations=30 $(PYTEST_ARGS)
 
 test-fast: setup ## the suite without slow, docker, real-data and integration tests
 	$(PY) -m pytest -n auto --dist loadgroup -q -m "not slow and not docker and not real_data and not integration" $(PYTEST_ARGS)

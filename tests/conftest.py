@@ -224,7 +224,7 @@ SPIDER_PREPARE_ARGS = ("--rows", "2000", "--rl-rows", "600", "--eval-rows", "300
 
 @pytest.fixture(scope="session")
 def prepared_spider(tmp_path_factory, spider_dir) -> Path:
-    """`prepare` on the real Spider with the defaults 2000/600/300, once per session (about 2 s).
+    """`prepare` on the real Spider with the defaults 2000/600/300, once per session (minutes: neighbours, audit).
 
     Rows come from tests/api_server.py serving train_spider.json and dev.json on 127.0.0.1; the
     fetched pages stay in ``OUT/../cache``. Same layout as prepared_sample; treat as read-only.

@@ -10,9 +10,10 @@ manager (a process pool: ``compute_score`` pickled), ``rate_limited`` (which tur
 (``compute_score`` sent to its own actor by cloudpickle) and with ``outcome_fields`` set through
 verl's ``reward_kwargs``.
 
-All of it twice: with the binary bundle, and with the bundle prepared with the ``sql-r1`` reward
+The managers twice: with the binary bundle, and with the bundle prepared with the ``sql-r1`` reward
 shape (-1 for no query or a query that does not run, 0 for a wrong one, 6 plus a length part for a
-match: far outside [0, 1]). Every manager's scores are what the bundle's reward pays, called
+match: far outside [0, 1]); the Ray loop with the shaped bundle only (its values are not the
+verdicts, so a worker that dropped the shape shows; Ray's start is minutes at load). Every manager's scores are what the bundle's reward pays, called
 directly (``paid``); the grader's verdicts (``bundle``) stay 1.0 and 0.0.
 """
 
@@ -32,23 +33,42 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUNNER = Path(__file__).with_name("verl_runner.py")
 
 
+_RUNS: dict[str, dict] = {}
+
+
+def _run(shape: str, zip_path: Path, rows: Path, work: Path, modes: list[str]) -> dict:
+    """One verl_runner process on the bundle of ``shape``, kept for the module's other tests."""
+    if shape not in _RUNS:
+        folder = work / "unpacked"
+        with zipfile.ZipFile(zip_path) as z:
+            z.extractall(folder)
+        out = work / "report.json"
+        # The timeout guards a hang only: the setup takes 120 s quiet and several times that at load 30;
+        # an hour is far beyond any load CI meets (a hard limit here made the file fail at load 11-30).
+        done = subprocess.run([sys.executable, str(RUNNER), str(folder), str(rows), str(out), *modes],
+                              capture_output=True, text=True, timeout=3600, cwd=work)
+        assert done.returncode == 0, done.stderr[-4000:]
+        _RUNS[shape] = json.loads(out.read_text())
+    assert _RUNS[shape]["reward_shape"] == shape
+    return _RUNS[shape]
+
+
 @pytest.fixture(scope="module", params=["binary", "sql-r1"])
 def verl_report(request, sample_zip, shaped_sample, exported_rl, tmp_path_factory) -> dict:
+    """verl's managers on the binary bundle and on a shaped one (the shaped run also goes through Ray)."""
     require_modules("torch", "verl", "ray", "hydra", "tokenizers")
-    zip_path = sample_zip if request.param == "binary" else shaped_sample(request.param)[1]
-    work = tmp_path_factory.mktemp("verl")
-    folder = work / "unpacked"
-    with zipfile.ZipFile(zip_path) as z:
-        z.extractall(folder)
-    out = work / "report.json"
-    # The timeout guards a hang only: the setup takes 120 s quiet and several times that at load 30;
-    # an hour is far beyond any load CI meets (a hard limit here made the file fail at load 11-30).
-    done = subprocess.run([sys.executable, str(RUNNER), str(folder), str(exported_rl["verl"]), str(out), "rayloop"],
-                          capture_output=True, text=True, timeout=3600, cwd=work)
-    assert done.returncode == 0, done.stderr[-4000:]
-    report = json.loads(out.read_text())
-    assert report["reward_shape"] == request.param
-    return report
+    if request.param == "binary":
+        return _run("binary", sample_zip, exported_rl["verl"], tmp_path_factory.mktemp("verl"), [])
+    return _run(request.param, shaped_sample(request.param)[1], exported_rl["verl"], tmp_path_factory.mktemp("verl"),
+                ["rayloop"])
+
+
+@pytest.fixture(scope="module")
+def ray_report(shaped_sample, exported_rl, tmp_path_factory) -> dict:
+    """verl's reward loop on Ray, with the shaped bundle: its values differ from the verdicts, so a
+    worker that scored with the wrong function, or dropped the shape, shows (one Ray run: minutes)."""
+    require_modules("torch", "verl", "ray", "hydra", "tokenizers")
+    return _run("sql-r1", shaped_sample("sql-r1")[1], exported_rl["verl"], tmp_path_factory.mktemp("verl"), ["rayloop"])
 
 
 def paid(report: dict) -> object:
@@ -81,19 +101,20 @@ def test_verls_reward_managers_score_as_the_bundle(verl_report, manager):
 
 @pytest.mark.parametrize("manager", ["naive", "remote", "outcome_fields"],
                          ids=["naive", "remote: compute_score cloudpickled into its own actor", "outcome fields"])
-def test_verls_reward_loop_ray_workers_score_as_the_bundle(verl_report, manager):
-    ray_loop = verl_report["rayloop"][manager]
+def test_verls_reward_loop_ray_workers_score_as_the_bundle(ray_report, manager):
+    ray_loop = ray_report["rayloop"][manager]
     assert ray_loop["workers"] == [True, True]  # two RewardLoopWorker actors, each loading reward.py by path
-    assert ray_loop["scores"] == paid(verl_report)
+    assert ray_loop["scores"] == paid(ray_report)
+    assert ray_loop["scores"] != ray_report["bundle"]  # the shape's values, not the verdicts
 
 
-def test_the_default_score_is_a_number_and_outcome_fields_reach_reward_extra_info(verl_report):
-    assert verl_report["rayloop"]["naive"]["extra"] == {"acc": paid(verl_report)}  # verl's own for a float
-    extra = verl_report["rayloop"]["outcome_fields"]["extra"]
-    assert extra["outcome"] == verl_report["outcomes"] and extra["score"] == paid(verl_report)
-    assert extra["acc"] == verl_report["bundle"]  # the verdict, whatever the shape pays
-    shaped = {"reward_shape"} if verl_report["reward_shape"] != "binary" else set()
-    assert set(extra) == {"score", "acc", "outcome", "explanation", "decided_on", "decided_on_neighbour"} | shaped
+def test_the_default_score_is_a_number_and_outcome_fields_reach_reward_extra_info(ray_report):
+    assert ray_report["rayloop"]["naive"]["extra"] == {"acc": paid(ray_report)}  # verl's own for a float
+    extra = ray_report["rayloop"]["outcome_fields"]["extra"]
+    assert extra["outcome"] == ray_report["outcomes"] and extra["score"] == paid(ray_report)
+    assert extra["acc"] == ray_report["bundle"]  # the verdict, whatever the shape pays
+    expected = {"score", "acc", "outcome", "explanation", "decided_on", "decided_on_neighbour", "reward_shape"}
+    assert set(extra) == expected
 
 
 def test_rate_limited_turns_the_bundle_s_error_into_zero_but_the_error_and_warning_show(verl_report):

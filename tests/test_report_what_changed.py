@@ -261,7 +261,8 @@ def test_the_demo_report_shows_the_edit_table_and_the_reward_verdict(tmp_path):
     assert any("--reward-log tuned=fixtures/sample/reward-log.jsonl" in c for c in commands)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     for command in commands:
-        subprocess.run(shlex.split(command), cwd=ROOT, check=True, capture_output=True, env=env)
+        done = subprocess.run(shlex.split(command), cwd=ROOT, capture_output=True, text=True, env=env)
+        assert done.returncode == 0, f"{command}\nexit {done.returncode}\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
     text = (demo / "report.md").read_text()
     assert "## What the reward promotes: tuned against base" in text
     assert "| join added | needed | 2 | 0 | eval-00006: + JOIN team |  |" in text
