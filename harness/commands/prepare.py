@@ -17,7 +17,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bundle import reward_shapes
@@ -71,6 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "beside --databases); given, it is used even when they are")
     add("--cache-dir", type=Path, metavar="DIR", default=job.DEFAULT_CACHE,
         help="where fetched pages are kept (default %(default)s)")
+    add("--build-cache", type=Path, metavar="DIR", default=job.DEFAULT_BUILD_CACHE,
+        help="where each database's neighbours are kept for the next build and reused when its database, golds, "
+             "settings and this code are the same (default %(default)s; docs/neighbours.md)")
+    add("--no-build-cache", action="store_true", help="build every database's neighbours afresh; store none")
+    add("--workers", type=_count, metavar="N", default=None,
+        help="processes building the neighbours, one database each (default: one a core); the same bytes out "
+             "with any number")
     add("--request-interval", type=_seconds, metavar="SECONDS", default=job.FetchPolicy.interval_s,
         help="least seconds between two API requests (default %(default)s)")
     add("--output", type=Path, metavar="DIR", default=DEFAULT_DATA,
@@ -131,7 +142,7 @@ def _plan(args: argparse.Namespace) -> job.NeighbourPlan:
                                    max_candidates=max(args.max_neighbour_candidates, args.neighbour_candidates),
                                    max_keep=args.max_neighbours)
     return job.NeighbourPlan(args.neighbours, settings, None if args.no_separation else separate.Settings(
-        seed=args.neighbour_seed))
+        seed=args.neighbour_seed), workers=args.workers or os.cpu_count() or 1, cache=None if args.no_build_cache else args.build_cache)
 
 
 def _sizes(args: argparse.Namespace) -> splits.Sizes:
@@ -165,7 +176,14 @@ def reward_shape_of(args: argparse.Namespace) -> reward_shapes.Shape:
         raise InputError(f"{args.reward_values}: {exc}") from None
 
 
-def _review(args: argparse.Namespace) -> job.Reviewer | None:
+def progress() -> Callable[[str], None]:
+    """Print each step's line to stderr as it ends, with the seconds since prepare began (stdout keeps
+    the summary alone)."""
+    started = time.monotonic()
+    return lambda line: print(f"[{time.monotonic() - started:6.1f} s] {line}", file=sys.stderr, flush=True)
+
+
+def _review(args: argparse.Namespace, say: Callable[[str], None]) -> job.Reviewer | None:
     """The audit of the staged bundle (harness.audit.entry.review), None with --no-audit.
 
     The audit edits golds with sqlparse, which a bare interpreter lacks: prepare itself needs only the
@@ -183,7 +201,7 @@ def _review(args: argparse.Namespace) -> job.Reviewer | None:
         return lambda staged, purpose, work: job.Review({"not_run": reason})
     families = None if args.near_miss_families == "none" else args.near_miss_families
     return lambda staged, purpose, work: entry.review(staged, drop_hackable=args.drop_hackable, purpose=purpose,
-                                                      work=work, near_miss_families=families)
+                                                      work=work, near_miss_families=families, say=say)
 
 
 def questions_source(args: argparse.Namespace) -> tuple[RowSource, str]:
@@ -214,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give --databases (Spider's database folder, e.g. spider/database) "
                          "or --sample for the embedded sample")
     shape = reward_shape_of(args)
+    say = progress()
     check_writable_folder(args.output, "the prepared folder")  # before minutes of work, not after
     source: RowSource
     with tempfile.TemporaryDirectory(prefix="spider-sample-") as tmp:
@@ -226,6 +245,6 @@ def run(args: argparse.Namespace) -> int:
         rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds,
                              disputed.load(args.disputed_golds), args.keep_disputed)
         summary = job.prepare(source, rules, _sizes(args), args.output, origin=origin, neighbours=_plan(args),
-                              review=_review(args), reward_shape=shape)
+                              review=_review(args, say), reward_shape=shape, say=say)
     print(prepare_summary.render(summary))
     return 0

@@ -13,7 +13,7 @@ schemas from the SQLite files; writes, under ``--out``:
 * ``prepare-summary.json``: what the printed summary says, machine-readable.
 
 The same inputs give byte-identical JSONL, index and databases. Standard library only (plus
-bundle, harness.prepare.bundle_data, harness.common.errors), so it also runs as ``python3 harness/prepare.py``.
+bundle, harness.prepare.bundle_data, harness.common.errors), so it also runs in a bare ``python3 -I -S -m harness prepare``.
 
 Example, offline: ``python3 -m harness prepare --sample --out out``.
 """
@@ -50,6 +50,7 @@ DEFAULT_SIZES = splits.Sizes(train=2000, rl=600, eval=300)
 SAMPLE_SIZES = splits.Sizes(train=28, rl=17, eval=20)
 DEFAULT_MAX_SCHEMA = 1000
 DEFAULT_CACHE = Path(".cache") / "datasets-server"
+DEFAULT_BUILD_CACHE = Path(".cache") / "prepare"
 
 
 def build_sample_databases(dest: Path) -> dict[str, Path]:
@@ -79,6 +80,8 @@ class NeighbourPlan:
     splits: tuple[str, ...] = ("eval", "rl")
     settings: distil.Settings = distil.Settings()
     separation: separate.Settings | None = separate.Settings()  # close the review's holes (None: leave them)
+    workers: int = 1  # processes building the neighbours (one database each)
+    cache: Path | None = None  # where each database's neighbours are kept for the next build (build_cache)
 
 
 # A review of the staged bundle (harness.audit.entry.review): called with the staged folder, what it is
@@ -113,9 +116,11 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
     selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
                               sizes, rules)
     prepare_summary.check_not_empty(selection, sizes)
+    say(f"rows selected: {', '.join(f'{name} {len(selection.split(name))}' for name in splits.SPLITS)}")
     try:
         with staging.building(out / "bundle") as stage, tempfile.TemporaryDirectory(prefix="spider-review-") as tmp:
             index = stage_bundle(stage, selection, rules.catalog, rules.disputed, reward_shape)
+            say(f"bundle staged: {len(index['databases'])} databases, every gold's result stored")
             built = stage_neighbours(stage, index, selection, neighbours, say)
             separating = bool(neighbours.separation and built)
             reviewed = review(stage, "build" if separating else "measure", Path(tmp)) if review is not None else None
@@ -150,7 +155,7 @@ def stage_neighbours(dest: Path, index: dict, selection: splits.Selection, plan:
     data = dest / "data"
     paths = {db_id: data / index["databases"][db_id]["file"] for db_id in golds}
     with tempfile.TemporaryDirectory(prefix="spider-neighbours-") as work:
-        built = attach.build(golds, paths, Path(work), plan.settings, say=say)
+        built = attach.build(golds, paths, Path(work), plan.settings, say=say, workers=plan.workers, cache=plan.cache)
         attach_neighbours(dest, index, built, plan)
     # The work folder is gone: the kept files are the staged copies now (a review may attach them again).
     return _staged_files(built, data)

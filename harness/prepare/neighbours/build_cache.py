@@ -1,0 +1,112 @@
+"""The neighbours of one database, kept from one build for the next: ``prepare``'s build cache.
+
+Distilling a database's neighbours is most of what ``prepare`` spends before its audit, and it
+depends only on the database's bytes, the golds asked of it, the distillation's and the
+relaxation's settings, and the code that does it. So each database's result (``Distilled``: the
+kept files, every gold's result on them, the invariants) is stored under a key made of exactly
+those: the SHA-256 of the original file, the sorted golds, both settings, and a digest of every
+Python file of ``bundle/`` and ``harness/`` (any change to the code is a new key). A build that
+asks the same of a database (the same golds, as when only another database's rows changed, or the
+same command again) copies the stored files instead of distilling them: the same bytes, so the
+same bundle and the same SHA-256.
+
+Layout: ``CACHE/<key>/entry.pickle`` (the ``Distilled``, its files named by position) and
+``CACHE/<key>/<n>.sqlite``, written into a temporary folder beside it and renamed into place, so a
+reader never sees half an entry and two builds storing the same key do not clash. An entry whose
+files do not hash as recorded is ignored (and built again). The entries are pickles written by
+this code: keep the folder as private as the checkout (it holds nothing the bundle does not).
+A folder that cannot be written is not an error: the build goes on without storing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from harness.prepare.neighbours.distil import Distilled
+
+ROOT = Path(__file__).resolve().parents[3]
+ENTRY = "entry.pickle"
+FORMAT = 1  # bump when the entry's layout changes
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-256 over every Python file of ``bundle/`` and ``harness/`` (path and bytes), sorted."""
+    digest = hashlib.sha256()
+    for folder in ("bundle", "harness"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def key(db_id: str, original: Path, golds: Iterable[str], settings: object, relaxation: object | None) -> str:
+    """The entry's name: what the result depends on, hashed."""
+    parts = {"format": FORMAT, "code": code_digest(), "db_id": db_id, "original": file_digest(original),
+             "golds": sorted(set(golds)), "settings": _plain(settings), "relaxation": _plain(relaxation)}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _plain(settings: object | None) -> object:
+    return None if settings is None else repr(dataclasses.asdict(settings))  # type: ignore[call-overload]
+
+
+def load(cache: Path, name: str, work: Path) -> Distilled | None:
+    """The stored result of ``name`` with its files copied under ``work`` (None: not stored, or damaged)."""
+    folder = cache / name
+    try:
+        with open(folder / ENTRY, "rb") as f:
+            stored, hashes = pickle.load(f)  # noqa: S301 - written by store() below, in the user's own cache
+        if not isinstance(stored, Distilled) or len(hashes) != len(stored.files):
+            return None
+        work.mkdir(parents=True, exist_ok=True)
+        files = []
+        for n, expected in enumerate(hashes):
+            target = work / f"{stored.db_id}-{n + 1}.sqlite"
+            shutil.copyfile(folder / f"{n}.sqlite", target)
+            if file_digest(target) != expected:
+                return None
+            files.append(target)
+    except (OSError, EOFError, ValueError, TypeError, AttributeError, pickle.UnpicklingError):
+        return None
+    return dataclasses.replace(stored, files=files)
+
+
+def store(cache: Path, name: str, found: Distilled) -> bool:
+    """Keep ``found`` under ``name``; False when the folder cannot be written (the build goes on)."""
+    if (cache / name / ENTRY).is_file():
+        return True
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=".partial-", dir=cache))
+        try:
+            hashes = []
+            for n, source in enumerate(found.files):
+                shutil.copyfile(source, temp / f"{n}.sqlite")
+                hashes.append(file_digest(temp / f"{n}.sqlite"))
+            with open(temp / ENTRY, "wb") as f:
+                pickle.dump((dataclasses.replace(found, files=[Path(f"{n}.sqlite") for n in range(len(hashes))]),
+                             hashes), f, protocol=4)
+            os.rename(temp, cache / name)
+        except OSError:
+            shutil.rmtree(temp, ignore_errors=True)
+            return (cache / name / ENTRY).is_file()  # another build stored it meanwhile
+    except OSError:
+        return False
+    return True
