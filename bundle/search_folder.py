@@ -44,17 +44,33 @@ def folder() -> str:
         return _made[0][1]
     with _lock:
         if not (_made and _made[0][0] == pid and os.path.isdir(_made[0][1])):
-            try:
-                made = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-")
-                owner = open(os.path.join(made, OWNER), "w")  # noqa: SIM115 - held open for the process's life
-            except OSError as exc:
-                raise FolderUnavailable(str(exc)) from None
-            if fcntl is not None:
-                fcntl.flock(owner.fileno(), fcntl.LOCK_EX)
+            made, owner = _make_locked(pid)
             _made[:] = [(pid, made, owner)]
             atexit.register(_remove_own, made, pid)
             sweep(os.path.dirname(made), keep=made)
     return _made[0][1]
+
+
+def _make_locked(pid: int, attempts: int = 5) -> tuple[str, object]:
+    """A new folder with its lock file, locked. Between making the lock file and locking it, another
+    process's sweep can take the lock and remove the folder as a dead owner's: so the folder is
+    checked once the lock is held, and made again if it went."""
+    for _ in range(attempts):
+        try:
+            made = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-")
+            owner = open(os.path.join(made, OWNER), "w")  # noqa: SIM115 - held open for the process's life
+        except OSError as exc:
+            raise FolderUnavailable(str(exc)) from None
+        if fcntl is None:
+            return made, owner
+        fcntl.flock(owner.fileno(), fcntl.LOCK_EX)  # waits while a sweep holds it: it has removed the folder by then
+        try:
+            if os.stat(os.path.join(made, OWNER)).st_ino == os.fstat(owner.fileno()).st_ino:
+                return made, owner
+        except OSError:
+            pass  # swept away before the lock was ours
+        owner.close()
+    raise FolderUnavailable(f"the search folder was removed {attempts} times as it was made, by other processes' sweeps")
 
 
 def _remove_own(made: str, pid: int) -> None:

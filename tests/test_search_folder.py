@@ -95,3 +95,24 @@ print(os.path.isdir(parent), flush=True)
                           env=dict(os.environ, TMPDIR=str(tmp_path)), check=True)
     assert done.stdout.split() == ["True", "True"]
     assert list(tmp_path.iterdir()) == []  # the parent's removed at its exit, the child's at its own
+
+
+def test_a_sweep_between_making_the_lock_file_and_locking_it_does_not_lose_the_folder(tmp_path, monkeypatch):
+    """Another process's sweep can take a new folder's lock before its maker does, and remove it as a
+    dead owner's: the maker, once it holds the lock, sees the folder gone and makes another."""
+    real_flock, swept = search_folder.fcntl.flock, []
+
+    def flock(fd, operation):
+        if operation == search_folder.fcntl.LOCK_EX and not swept:  # the maker, before its first lock
+            swept.extend(search_folder.sweep(str(tmp_path)))  # as another process would, this instant
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(search_folder.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(search_folder.fcntl, "flock", flock)
+    monkeypatch.setattr(search_folder, "_made", [])
+    made = Path(search_folder.folder())
+    assert len(swept) == 1 and not Path(swept[0]).exists() and Path(swept[0]) != made  # the race happened
+    assert made.is_dir() and (made / search_folder.OWNER).is_file()
+    assert search_folder.sweep(str(tmp_path)) == [] and made.is_dir()  # its lock is held: a live owner
+    search_folder._made[0][2].close()
+    search_folder._remove_own(str(made), os.getpid())
