@@ -167,11 +167,12 @@ def test_right_answers_differ_in_text_and_wrong_ones_in_rows(fixture_dbs):
 # --- the prepare family ---------------------------------------------------------------------------
 
 def test_prepare_is_timed_with_the_command_make_bundle_runs(tmp_path):
-    argv = prepare_time.command(Path("/spider"), (200, 100, 50), tmp_path / "out")
+    argv = prepare_time.command(Path("/spider"), (200, 100, 50), tmp_path / "out", tmp_path / "cache")
     assert argv[1:4] == ["-m", "harness", "prepare"]
     flags = dict(zip(argv[4::2], argv[5::2]))
     assert flags == {"--databases": "/spider/database", "--questions": "/spider", "--rows": "200", "--rl-rows": "100",
-                     "--eval-rows": "50", "--output": str(tmp_path / "out")}
+                     "--eval-rows": "50", "--output": str(tmp_path / "out"),
+                     "--build-cache": str(tmp_path / "cache")}  # its own: cold is cold, whatever ran before
     makefile = (ROOT / "Makefile").read_text()
     assert "--databases $(SPIDER_DATABASES)" in makefile and "--rows $(ROWS)" in makefile
     assert prepare_time.SIZES == {"first try": (200, 100, 50), "default splits": (2000, 600, 300)}

@@ -109,12 +109,15 @@ def _prepare_in_process_of_its_own(out: Path, hash_seed: str, *args: str) -> Non
 @pytest.mark.slow
 def test_two_runs_are_byte_identical_and_the_second_needs_no_network(spider_dir, tmp_path):
     """Two runs on real Spider, each in a process of its own with another hash seed (an order taken
-    from a set or a dict of strings would differ), the second reading every page from the cache."""
+    from a set or a dict of strings would differ) and another number of workers, the second reading
+    every page from the cache."""
     args = ("--databases", str(spider_dir / "database"), "--cache-dir", str(tmp_path / "cache"), *SMALL_PREPARE_ARGS)
-    with ApiServer.from_spider(spider_dir) as api:
-        _prepare_in_process_of_its_own(tmp_path / "first", "1", "--api-url", api.url, *args)
+    with ApiServer.from_spider(spider_dir) as api:  # both build every neighbour: neither takes the build cache's
+        _prepare_in_process_of_its_own(tmp_path / "first", "1", "--api-url", api.url, *args,
+                                       "--build-cache", str(tmp_path / "build-cache"), "--workers", "2")
         fetched = len(api.requests)
-        _prepare_in_process_of_its_own(tmp_path / "second", "2", "--api-url", api.url, *args)
+        _prepare_in_process_of_its_own(tmp_path / "second", "2", "--api-url", api.url, *args, "--no-build-cache",
+                                       "--workers", "1")
         assert fetched > 0 and len(api.requests) == fetched  # the second run asked for nothing
     assert output_files(tmp_path / "second") == output_files(tmp_path / "first")
 

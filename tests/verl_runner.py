@@ -121,11 +121,14 @@ def rate_limited(tokenizer, rows, texts, path):
                          if str(w.message).startswith("spider-scoring: a completion is unscored")]}
 
 
-# name -> (the reward manager, extra config): verl's reward loop, each run in its RewardLoopWorker actors
+# name -> (the reward manager, extra config, RewardLoopWorker actors): verl's reward loop, each run in its
+# own actors. Two actors once (the batch split between two processes, each loading reward.py by path, and
+# put back in order); one for the others: each actor is a process importing verl and torch, and on a
+# loaded machine their start is most of this file's time.
 RAY_LOOPS = {
-    "naive": ("naive", []),
-    "remote": ("remote", []),  # a RewardComputeWorker actor per worker: compute_score travels by cloudpickle
-    "outcome_fields": ("naive", ["+reward.custom_reward_function.reward_kwargs.outcome_fields=true"]),
+    "naive": ("naive", [], 1),
+    "remote": ("remote", [], 1),  # a RewardComputeWorker actor per worker: compute_score travels by cloudpickle
+    "outcome_fields": ("naive", ["+reward.custom_reward_function.reward_kwargs.outcome_fields=true"], 2),
 }
 
 
@@ -141,12 +144,12 @@ def rayloop(tokenizer, rows, texts, path, work):
                  runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}})
         out["ray_init_s"] = round(time.perf_counter() - t, 1)
         try:
-            for name, (manager, extra) in RAY_LOOPS.items():
-                overrides = [f"actor_rollout_ref.model.path={tok_dir}", "reward.num_workers=2",
+            for name, (manager, extra, count) in RAY_LOOPS.items():
+                overrides = [f"actor_rollout_ref.model.path={tok_dir}", f"reward.num_workers={count}",
                              f"reward.reward_manager.name={manager}", *extra]
                 mgr = RewardLoopManager(reward_config(path, overrides))
                 found = mgr.compute_rm_score(batch(tokenizer, rows, texts))
-                workers = [ray.get_actor(f"reward_loop_worker_{i}") for i in range(2)]
+                workers = [ray.get_actor(f"reward_loop_worker_{i}") for i in range(count)]
                 out[name] = {"scores": found.batch["rm_scores"].sum(-1).tolist(), "workers": [w is not None for w in workers],
                              "extra": {k: [v.item() if hasattr(v, "item") else v for v in found.non_tensor_batch[k]]
                                        for k in found.meta_info.get("reward_extra_keys", [])}}
