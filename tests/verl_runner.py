@@ -34,8 +34,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness.raygrade.env import loopback_env, ray_environment  # noqa: E402
 from trl_runner import build_tokenizer, load_file  # noqa: E402
 
-# Ray reads its settings when imported (verl imports it): the loopback environment goes first.
+# Ray reads its settings when imported (verl imports it): the loopback environment goes first. No idle
+# workers started ahead (one a CPU by default): the actors start their own, and on a loaded machine four
+# idle interpreters starting beside them held the Ray loop for many minutes.
 os.environ.update(loopback_env())
+os.environ.update({"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"})
 
 GENERIC = ("verify", "reward", "grader", "scoring_entry", "sql_guard", "bundle_index")
 
