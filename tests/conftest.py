@@ -17,6 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 BUNDLE_SRC = ROOT / "bundle"
 
+# Ray starts its worker processes at nice 15: beside the suite's other worker, busy at nice 0, they
+# got so little of the CPU that verl's Ray loop took 282 s in CI where it takes 25 s alone (1,057 s
+# with two busy processes beside it). Every Ray instance the suite starts, here or in a subprocess,
+# gives its workers the suite's own priority.
+os.environ["RAY_worker_niceness"] = "0"
+
 
 # Tests sharing a costly session fixture run on one xdist worker (`--dist loadgroup`, as `make
 # test` runs them), so the fixture is built once, not once a worker: the prepared default Spider

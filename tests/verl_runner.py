@@ -38,7 +38,8 @@ from trl_runner import build_tokenizer, load_file  # noqa: E402
 # workers started ahead (one a CPU by default): the actors start their own, and on a loaded machine four
 # idle interpreters starting beside them held the Ray loop for many minutes.
 os.environ.update(loopback_env())
-os.environ.update({"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"})
+# Its workers at the caller's priority, not Ray's nice 15 (tests/conftest.py says why).
+os.environ.update({"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0", "RAY_worker_niceness": "0"})
 
 GENERIC = ("verify", "reward", "grader", "scoring_entry", "sql_guard", "bundle_index")
 
