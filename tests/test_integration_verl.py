@@ -12,9 +12,9 @@ verl's ``reward_kwargs``.
 
 The managers twice: with the binary bundle, and with the bundle prepared with the ``sql-r1`` reward
 shape (-1 for no query or a query that does not run, 0 for a wrong one, 6 plus a length part for a
-match: far outside [0, 1]); the Ray loop with the shaped bundle only (its values are not the
-verdicts, so a worker that dropped the shape shows; Ray's start is minutes at load). Every manager's scores are what the bundle's reward pays, called
-directly (``paid``); the grader's verdicts (``bundle``) stay 1.0 and 0.0.
+match: far outside [0, 1]); the Ray loop once, with the shaped bundle (its values are not the
+verdicts, so a worker that dropped the shape shows). Every manager's scores are what the bundle's
+reward pays, called directly (``paid``); the grader's verdicts (``bundle``) stay 1.0 and 0.0.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def verl_report(request, sample_zip, shaped_sample, exported_rl, tmp_path_factor
 @pytest.fixture(scope="module")
 def ray_report(shaped_sample, exported_rl, tmp_path_factory) -> dict:
     """verl's reward loop on Ray, with the shaped bundle: its values differ from the verdicts, so a
-    worker that scored with the wrong function, or dropped the shape, shows (one Ray run: minutes)."""
+    worker that scored with the wrong function, or dropped the shape, shows."""
     require_modules("torch", "verl", "ray", "hydra", "tokenizers")
     return _run("sql-r1", shaped_sample("sql-r1")[1], exported_rl["verl"], tmp_path_factory.mktemp("verl"), ["rayloop"])
 

@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where fetched pages are kept (default %(default)s)")
     add("--build-cache", type=Path, metavar="DIR", default=job.DEFAULT_BUILD_CACHE,
         help="where each database's neighbours are kept for the next build and reused when its database, golds, "
-             "settings and this code are the same (default %(default)s; docs/neighbours.md)")
+             "settings and this code are the same (default %(default)s; docs/preparing.md)")
     add("--no-build-cache", action="store_true", help="build every database's neighbours afresh; store none")
     add("--workers", type=_count, metavar="N", default=None,
         help="processes building the neighbours, one database each (default: one a core); the same bytes out "
