@@ -73,6 +73,10 @@ def loaded_by(isolated: bool, paths: list[str], packages: list[str]) -> list[str
     return json.loads(done.stdout)
 
 
+# The main module, and multiprocessing's name for it (prepare's process pools import multiprocessing).
+MAIN_ALIASES = ("__main__", "__mp_main__")
+
+
 def outside(modules: list[str], tops: set[str] | None, own: set[str] | None) -> list[str]:
     """The loaded modules a context does not allow (``None``: no limit)."""
     bad = []
@@ -81,7 +85,7 @@ def outside(modules: list[str], tops: set[str] | None, own: set[str] | None) -> 
         if top == "harness":
             if own is not None and name != "harness" and not any(name == p or name.startswith(p + ".") for p in own):
                 bad.append(name)
-        elif tops is not None and top not in sys.stdlib_module_names and top not in tops and top != "__main__":
+        elif tops is not None and top not in sys.stdlib_module_names and top not in tops and top not in MAIN_ALIASES:
             bad.append(name)
     return bad
 
