@@ -313,3 +313,16 @@ def test_the_counts_document_names_each_missed_near_miss_with_its_row_and_witnes
     for entry_ in near["missed"]:
         assert entry_["witness"] and entry_["family"] in MAKERS and entry_["split"] in ("rl", "eval")
     assert json.loads(json.dumps(near)) == near
+
+
+def test_the_oracles_give_the_same_figures_in_one_process_and_in_several(left_open, tmp_path):
+    """One oracle a database, each in a process of its own: the same verdicts and witnesses as all of
+    them in this process (each draws from its own database's seeds)."""
+    def measured(processes: int) -> dict:
+        with load_bundle(left_open[0] / "spider-scoring.zip", tempfile.mkdtemp(dir=tmp_path)) as loaded:
+            doc = nearmiss.measure(loaded, families=FAMILIES, threads=2, processes=processes).doc
+        return {k: v for k, v in doc.items() if k != "seconds"}
+    alone, shared = measured(1), measured(2)
+    assert alone["work"]["paid"] > 0 and alone["work"]["oracle_databases"] > 0
+    assert sum(s["groups"]["all"]["killed"] for s in alone["splits"].values()) > 0
+    assert shared == alone

@@ -25,6 +25,8 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import multiprocessing
+import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -145,10 +147,11 @@ def _kind(call: Call, original_match: Callable[[], bool]) -> str:
 
 def measure(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, families: Families | None = None,
             which: str = "all", settings: oracle.Settings = oracle.MEASURE, threads: int = 4,
-            work: Path | None = None, say: Say = lambda line: None) -> Measured:
+            work: Path | None = None, processes: int | None = None, say: Say = lambda line: None) -> Measured:
     """Measure the bundle's near misses over ``splits`` (module docstring). ``which``: the families
     generated (``all``, ``tuning``, ``held_out``). ``work``: where the oracle's witness databases are
-    kept for the caller (a temporary folder, removed, when None)."""
+    kept for the caller (a temporary folder, removed, when None). ``processes``: the oracles' (one a
+    database; default one a core): the same figures with any number."""
     started = time.monotonic()
     families = families or default_families()
     rows, disputed = rows_of(loaded, splits)
@@ -173,7 +176,7 @@ def measure(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, f
     say(f"near misses: {sum(len(v) for v in paid.values())} paid as their gold on {len(paid)} golds; asking the oracle")
     scratch = work or Path(tempfile.mkdtemp(prefix="near-miss-oracle-"))
     try:
-        found, oracle_work = _ask(loaded, rows, files, paid, settings, scratch, threads)
+        found, oracle_work = _ask(loaded, rows, files, paid, settings, scratch, threads, processes)
     finally:
         if work is None:
             remove_unpacked(scratch)
@@ -188,23 +191,47 @@ def measure(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, f
 
 
 def _ask(loaded: LoadedBundle, rows: list[AuditRow], files: Mapping[str, Path], paid: Mapping[tuple[str, str], set[str]],
-         settings: oracle.Settings, work: Path, threads: int) -> tuple[dict[tuple[str, str, str], oracle.Found], dict]:
-    """The oracle's verdict on every paid (database, gold, near miss), one task per gold."""
-    make = oracle.factory(settings, loaded.index())
+         settings: oracle.Settings, work: Path, threads: int,
+         processes: int | None = None) -> tuple[dict[tuple[str, str, str], oracle.Found], dict]:
+    """The oracle's verdict on every paid (database, gold, near miss): one oracle per database, each in
+    a process of its own (``processes`` at a time, default one a core; its golds on ``threads``
+    threads). An oracle draws from seeds of its own database, so the verdicts do not depend on how
+    many processes there are; its witness databases are written under ``work/<db_id>``."""
+    held = loaded.index().get("invariants") or {}
     golds: dict[str, list[str]] = collections.defaultdict(list)
     for r in rows:
         golds[r.db_id].append(r.gold)
-    oracles = {db_id: make(db_id, files[db_id], golds[db_id], work / db_id) for db_id in sorted({k[0] for k in paid})}
+    jobs = [(settings, held.get(db_id), db_id, files[db_id], golds[db_id], work / db_id,
+             [(gold, sorted(paid[(db_id, gold)])) for d, gold in sorted(paid) if d == db_id], threads)
+            for db_id in sorted({k[0] for k in paid})]
+    count = min(processes or os.cpu_count() or 1, len(jobs))
+    if count > 1:
+        # spawn: this process holds the loaded bundle's threads and connections, which a fork would copy
+        with concurrent.futures.ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn")) as pool:
+            done = list(pool.map(_judge_database, jobs))
+    else:
+        done = [_judge_database(job) for job in jobs]
+    out: dict[tuple[str, str, str], oracle.Found] = {}
+    for part, _built in done:
+        out.update(part)
+    return out, {"oracle_databases": sum(built for _part, built in done)}
 
-    def one(key: tuple[str, str]) -> dict[tuple[str, str, str], oracle.Found]:
-        db_id, gold = key
-        return {(db_id, gold, sql): f for sql, f in oracles[db_id].judge(gold, sorted(paid[key])).items()}
+
+def _judge_database(job: tuple) -> tuple[dict[tuple[str, str, str], oracle.Found], int]:
+    """One database's oracle on its golds' paid near misses, and how many databases it built."""
+    settings, entry, db_id, original, golds, work, todo, threads = job
+    made = oracle.factory(settings, {"invariants": {db_id: entry}} if entry is not None else None)(
+        db_id, original, golds, work)
+
+    def one(item: tuple[str, list[str]]) -> dict[tuple[str, str, str], oracle.Found]:
+        gold, sqls = item
+        return {(db_id, gold, sql): f for sql, f in made.judge(gold, sqls).items()}
 
     out: dict[tuple[str, str, str], oracle.Found] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        for part in pool.map(one, sorted(paid)):
+        for part in pool.map(one, todo):
             out.update(part)
-    return out, {"oracle_databases": sum(o.built for o in oracles.values())}
+    return out, made.built
 
 
 def _counts() -> dict:
