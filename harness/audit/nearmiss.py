@@ -25,8 +25,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import multiprocessing
-import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +34,7 @@ from harness.audit import families as families_module
 from harness.audit import model, oracle, run
 from harness.audit.model import AuditRow
 from harness.common.bundle_loader import LoadedBundle, remove_unpacked
+from harness.common.processes import map_in_processes
 from harness.emulator.calls import Call
 
 FORMAT = "spider-scoring-near-misses"
@@ -204,13 +203,7 @@ def _ask(loaded: LoadedBundle, rows: list[AuditRow], files: Mapping[str, Path], 
     jobs = [(settings, held.get(db_id), db_id, files[db_id], golds[db_id], work / db_id,
              [(gold, sorted(paid[(db_id, gold)])) for d, gold in sorted(paid) if d == db_id], threads)
             for db_id in sorted({k[0] for k in paid})]
-    count = min(processes or os.cpu_count() or 1, len(jobs))
-    if count > 1:
-        # spawn: this process holds the loaded bundle's threads and connections, which a fork would copy
-        with concurrent.futures.ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = list(pool.map(_judge_database, jobs))
-    else:
-        done = [_judge_database(job) for job in jobs]
+    done = map_in_processes(_judge_database, jobs, processes)
     out: dict[tuple[str, str, str], oracle.Found] = {}
     for part, _built in done:
         out.update(part)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import tempfile
 import time
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bundle import reward_shapes
+from harness.common.cores import usable_cores
 from harness.common.errors import InputError
 from harness.common.files import check_writable_folder
 from harness.common.layout import DEFAULT_DATA
@@ -142,7 +142,7 @@ def _plan(args: argparse.Namespace) -> job.NeighbourPlan:
                                    max_candidates=max(args.max_neighbour_candidates, args.neighbour_candidates),
                                    max_keep=args.max_neighbours)
     return job.NeighbourPlan(args.neighbours, settings, None if args.no_separation else separate.Settings(
-        seed=args.neighbour_seed), workers=args.workers or os.cpu_count() or 1, cache=None if args.no_build_cache else args.build_cache)
+        seed=args.neighbour_seed), workers=args.workers or usable_cores(), cache=None if args.no_build_cache else args.build_cache)
 
 
 def _sizes(args: argparse.Namespace) -> splits.Sizes:

@@ -20,15 +20,14 @@ the database keeps (``bundle/neighbour_invariants.py``), proved on the files wri
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import hashlib
-import multiprocessing
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from bundle import gold_results, neighbour_invariants, neighbour_proof
+from harness.common import processes
 from harness.common.errors import HarnessError
 from harness.prepare.neighbours import build_cache, relax
 from harness.prepare.neighbours.distil import Distilled, Settings, distil
@@ -52,22 +51,17 @@ def build(golds_by_db: Mapping[str, Iterable[str]], databases: Mapping[str, Path
     ``cache``: a folder where each database's result is kept for the next build and taken from it
     when everything it depends on is the same (``build_cache``); None: none.
     """
-    jobs = [(db_id, Path(databases[db_id]), sorted(set(golds_by_db[db_id])), work / db_id, settings, relaxation, cache)
-            for db_id in sorted(golds_by_db)]
     done: dict[str, tuple[Distilled, list[str]]] = {}
-    for db_id, original, golds, folder, *_rest in jobs:
-        stored = None if cache is None else build_cache.load(
-            cache, build_cache.key(db_id, original, golds, settings, relaxation), folder / "cached")
+    missing = []
+    for db_id in sorted(golds_by_db):
+        original, golds = Path(databases[db_id]), sorted(set(golds_by_db[db_id]))
+        name = None if cache is None else build_cache.key(db_id, original, golds, settings, relaxation)
+        stored = None if cache is None or name is None else build_cache.load(cache, name, work / db_id / "cached")
         if stored is not None:
             done[db_id] = stored, [f"neighbours {db_id}: {len(stored.files)} taken from the build cache ({cache})"]
-    missing = [job for job in jobs if job[0] not in done]
-    if workers > 1 and len(missing) > 1:
-        # spawn: the parent may hold the bundle's watchdog thread and open connections, which a fork would copy
-        with concurrent.futures.ProcessPoolExecutor(min(workers, len(missing)),
-                                                    mp_context=multiprocessing.get_context("spawn")) as pool:
-            done.update(zip((job[0] for job in missing), pool.map(_one, missing)))
-    else:
-        done.update((job[0], _one(job)) for job in missing)
+        else:
+            missing.append((db_id, original, golds, work / db_id, settings, relaxation, cache, name))
+    done.update(zip((job[0] for job in missing), processes.map_in_processes(_one, missing, workers)))
     out = {}
     for db_id, (found, lines) in sorted(done.items()):
         for line in lines:
@@ -78,7 +72,7 @@ def build(golds_by_db: Mapping[str, Iterable[str]], databases: Mapping[str, Path
 
 def _one(job: tuple) -> tuple[Distilled, list[str]]:
     """One database's neighbours, stored in the cache when one is given, and the lines that say what was done."""
-    db_id, original, golds, work, settings, relaxation, cache = job
+    db_id, original, golds, work, settings, relaxation, cache, name = job
     found = distil(db_id, original, golds, work, settings)
     lines = [f"neighbours {db_id}: {len(found.files)} kept of {found.candidates_built}; separate "
              f"{found.separated} of {found.targets} look-alike queries and {found.constants_separated} of "
@@ -88,8 +82,8 @@ def _one(job: tuple) -> tuple[Distilled, list[str]]:
         for k, items in sorted(found.relaxed.items()):
             lines.append(f"neighbours {db_id}: neighbour {k + 1} relaxes " + "; ".join(
                 f"{r.kind} {r.subject} for {len(r.golds)} golds" for r in items))
-    if cache is not None:
-        build_cache.store(cache, build_cache.key(db_id, original, golds, settings, relaxation), found)
+    if cache is not None and name is not None:
+        build_cache.store(cache, name, found)
     return found, lines
 
 
