@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -18,8 +19,10 @@ import pytest
 from conftest import golds
 from harness.cli import main
 from harness.common import cores
+from harness.common.bundle_loader import load_bundle
 from harness.common.errors import INTERRUPTED, InputError, UnexpectedError
 from harness.common.results import read_results
+from harness.common.rows import read_split
 from harness.emulator import grader_pool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,6 +132,32 @@ def test_an_interrupt_stops_the_workers_and_leaves_no_output(data, tmp_path, how
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".r.jsonl")] == []
     for pid in workers:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason="signal handlers are set in the main thread only")
+def test_an_interrupt_as_a_worker_starts_leaves_no_worker_behind(data, monkeypatch):
+    # the interrupt lands just after a worker's process started, before the pool has it: the window
+    # where a Ctrl-C used to leave a worker running after grade had returned
+    started: list[subprocess.Popen] = []
+
+    class InterruptedAsItStarts(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(grader_pool.subprocess, "Popen", InterruptedAsItStarts)
+    rows = read_split(data / "data" / "eval.jsonl", "eval")
+    try:
+        with load_bundle(data / "spider-scoring.zip") as loaded, pytest.raises(KeyboardInterrupt):
+            grader_pool.grade_on_workers(loaded, rows, ["SELECT 1"] * len(rows), workers=2)
+        assert len(started) == 1
+        assert started[0].poll() is not None, "a worker started as the interrupt came is still running"
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
 
 
 def test_workers_below_one_or_beside_ray_are_refused(data, capsys):

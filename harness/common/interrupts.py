@@ -4,6 +4,9 @@ Python's default for SIGTERM ends the process at once, leaving containers, tempo
 Ray actors behind; ``make`` and ``timeout`` send it. Inside ``interrupt_on_signals`` both signals
 raise KeyboardInterrupt in the main thread (the CLI's exit code 130), as Ctrl-C does.
 
+``interrupts_held`` is the other half: inside it an interrupt waits, and is raised as it leaves, so
+that a step that must not be cut in two (a child process started and recorded) is never cut.
+
 >>> with interrupt_on_signals():
 ...     pass
 """
@@ -32,3 +35,29 @@ def interrupt_on_signals() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Inside: Ctrl-C, SIGTERM and SIGHUP are noted, not acted on; leaving, the previous handlers come
+    back and the first signal noted is raised again for them (in the main thread; elsewhere nothing
+    changes).
+
+    For a step an interrupt must not cut in two: a child process started but not yet recorded by its
+    caller cannot be stopped by the caller's cleanup.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in HELD_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if noted:
+        signal.raise_signal(noted[0])

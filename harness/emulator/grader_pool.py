@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 
 from harness.common.bundle_loader import LoadedBundle
 from harness.common.errors import UnexpectedError, error_for_exit_code
-from harness.common.interrupts import interrupt_on_signals
+from harness.common.interrupts import interrupt_on_signals, interrupts_held
 from harness.common.results import RowResult
 from harness.common.rows import SplitRow
 
@@ -146,7 +146,9 @@ def grade_on_workers(loaded: LoadedBundle, rows: list[SplitRow], completions: li
     interrupted = True
     try:
         with interrupt_on_signals():  # SIGTERM and SIGHUP stop the workers as Ctrl-C does
-            pool.extend(Worker(loaded, function, n) for n in range(1, workers + 1))
+            for n in range(1, workers + 1):
+                with interrupts_held():  # a worker started is a worker recorded, which the cleanup stops
+                    pool.append(Worker(loaded, function, n))
             threads.extend(threading.Thread(target=feed, args=(w,), name=f"grader-worker-{w.number}") for w in pool)
             for thread in threads:
                 thread.start()
