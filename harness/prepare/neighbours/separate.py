@@ -59,7 +59,7 @@ class Settings:
     seed: int = 0
     draws: int = 12  # generator draws per hole
     bases: int = 2  # draws the gold may be judged on that are edited when none separates
-    max_added: int = 10  # neighbours added per database at most
+    max_added: int = 24  # neighbours added per database at most
     max_original_bytes: int = 256 * 1024  # where no draw may judge the gold, a small original is edited instead
 
 
