@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_prepare
-from harness.audit import entry, report
+from harness.audit import entry, report, run
 from harness.audit.catalogue import POLICY_NAMES
 from harness.cli import main
 from harness.common.bundle_loader import load_bundle
 from harness.common.errors import CHECKS_FAILED, InputError
+from harness.common.processes import map_in_processes
 from harness.common.rows import index_mismatches, read_split
 from harness.emulator.calls import call_score
 from harness.prepare import job, pack, splits
@@ -44,6 +45,27 @@ def test_the_figures_add_up(sample_zip, tmp_path):
     rows = {name: split["rows"] for name, split in doc["splits"].items()}
     assert rows == {"rl": 17, "eval": 20}
     assert len(doc["hackable"]) == sum(s["hackable"] for s in doc["splits"].values())
+
+
+def test_the_calls_are_the_same_on_one_process_and_on_one_a_database(sample_zip, tmp_path, monkeypatch):
+    spread: list[int] = []
+
+    def spy(function, items, processes=None):
+        spread.append(processes)
+        return map_in_processes(function, items, processes)
+
+    monkeypatch.setattr(run, "TASKS_A_PROCESS", 1)  # the sample's few calls spread over processes all the same
+    monkeypatch.setattr(run, "map_in_processes", spy)
+    with load_bundle(sample_zip, tmp_path) as loaded:
+        rows = run.index_rows(loaded, ("rl", "eval"))
+        made = run.catalogue_of(loaded, rows)
+        tasks = sorted({(run.FUNCTION_FOR_SPLIT[r.split], r.db_id, r.gold, sql) for r in rows
+                        for sql in [r.gold, *(c.sql for c in made[(r.db_id, r.gold)])]})
+        here, spawned = run.score_all(loaded, tasks, 2, processes=1), run.score_all(loaded, tasks, 2, processes=2)
+    assert spread == [2] and len({t[1] for t in tasks}) > 1
+    assert list(spawned) == list(here) == tasks
+    assert spawned == here
+    assert {c.outcome for c in here.values()} >= {"match", "mismatch"}
 
 
 def test_every_answer_counted_is_paid_by_the_zip_and_names_its_witness(sample_zip, tmp_path, monkeypatch):

@@ -149,8 +149,8 @@ def measure(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, f
             work: Path | None = None, processes: int | None = None, say: Say = lambda line: None) -> Measured:
     """Measure the bundle's near misses over ``splits`` (module docstring). ``which``: the families
     generated (``all``, ``tuning``, ``held_out``). ``work``: where the oracle's witness databases are
-    kept for the caller (a temporary folder, removed, when None). ``processes``: the oracles' (one a
-    database; default one a core): the same figures with any number."""
+    kept for the caller (a temporary folder, removed, when None). ``processes``: the calls' and the
+    oracles' (one a database; default one a core): the same figures with any number."""
     started = time.monotonic()
     families = families or default_families()
     rows, disputed = rows_of(loaded, splits)
@@ -161,7 +161,7 @@ def measure(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, f
                     for _family, sql in made.get((r.db_id, r.gold), [])})
     say(f"near misses: {len(rows)} rows of {', '.join(splits)} ({sum(disputed.values())} with a disputed gold left "
         f"out), {sum(len(v) for v in made.values())} near misses of {len(made)} golds, {len(tasks)} calls")
-    calls = run.score_all(loaded, tasks, threads)
+    calls = run.score_all(loaded, tasks, threads, processes)
     verify = loaded.module("verify").verify
 
     def on_original(task: run.Task) -> Callable[[], bool]:

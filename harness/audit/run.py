@@ -39,12 +39,15 @@ from harness.audit import catalogue, model, report, rewrites, shapes
 from harness.audit.model import AuditRow, Finding, Scored
 from harness.audit.sqledit import Query
 from harness.audit.witnesses import WitnessSet
-from harness.common.bundle_loader import LoadedBundle, remove_unpacked
+from harness.common.bundle_loader import LoadedBundle, attach_unpacked, remove_unpacked
+from harness.common.cores import usable_cores
 from harness.common.errors import InputError
+from harness.common.processes import map_in_processes
 from harness.emulator.calls import Call, call_score, shape_for
 
 DEFAULT_SPLITS = ("rl", "eval")
 FUNCTION_FOR_SPLIT = {"train": "reward", "rl": "reward", "eval": "grader"}
+TASKS_A_PROCESS = 500  # fewer calls a process than this are scored here: spawning one costs about a second
 GOLD_STEPS = 50_000_000  # VM steps the gold may take here to show its rows (every gold ran within the bundle's cap)
 
 Say = Callable[[str], None]
@@ -103,8 +106,35 @@ def catalogue_of(loaded: LoadedBundle, rows: list[AuditRow]) -> dict[tuple[str, 
 Task = tuple[str, str, str, str]  # (function, db_id, gold, sql)
 
 
-def score_all(loaded: LoadedBundle, tasks: list[Task], threads: int) -> dict[Task, Call]:
-    """Every task scored once, concurrently, through the bundle's function as the trainer calls it."""
+def score_all(loaded: LoadedBundle, tasks: list[Task], threads: int, processes: int | None = None) -> dict[Task, Call]:
+    """Every task scored once, through the bundle's function as the trainer calls it: one database's
+    tasks a process (``processes`` at a time, default one a usable core, none beside this one under
+    ``TASKS_A_PROCESS`` tasks each), each on ``threads`` threads. A call's verdict is a function of
+    the call and the bundle alone, so the calls are the same with any number of processes."""
+    by_db: dict[str, list[Task]] = collections.defaultdict(list)
+    for task in tasks:
+        by_db[task[1]].append(task)
+    count = min(processes or usable_cores(), len(by_db), len(tasks) // TASKS_A_PROCESS)
+    if count <= 1:
+        return _score_here(loaded, tasks, threads)
+    parts = sorted(by_db.values(), key=len, reverse=True)  # the largest first: they finish together
+    jobs = [(loaded.zip_path, loaded.sha256, str(loaded.root), loaded.package, loaded.entries, part, threads)
+            for part in parts]
+    done: dict[Task, Call] = {}
+    for part, calls in zip(parts, map_in_processes(_score_part, jobs, count)):
+        done.update(zip(part, calls))
+    return {task: done[task] for task in tasks}
+
+
+def _score_part(job: tuple) -> list[Call]:
+    """One database's calls, in a spawned process that imports the bundle this run unpacked."""
+    zip_path, sha256, root, package, entries, tasks, threads = job
+    loaded = attach_unpacked(zip_path, sha256, root, package, entries)
+    return list(_score_here(loaded, tasks, threads).values())
+
+
+def _score_here(loaded: LoadedBundle, tasks: list[Task], threads: int) -> dict[Task, Call]:
+    """``score_all`` in this process, on ``threads`` threads."""
     functions = {name: loaded.function(name) for name in sorted({t[0] for t in tasks})}
     bounds = {name: shape_for(loaded, name).bounds for name in functions}
 
@@ -176,8 +206,9 @@ def judge_paid(loaded: LoadedBundle, paid: dict[str, set[tuple[str, str]]], gold
 
 
 def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, threads: int = 4,
-          say: Say = lambda line: None) -> dict:
-    """The audit document of ``loaded`` over ``splits`` (module docstring; harness.audit.report's shape)."""
+          processes: int | None = None, say: Say = lambda line: None) -> dict:
+    """The audit document of ``loaded`` over ``splits`` (module docstring; harness.audit.report's shape).
+    ``processes``: the calls' (``score_all``): the same document with any number."""
     started = time.monotonic()
     rows = index_rows(loaded, splits)
     made = catalogue_of(loaded, rows)
@@ -185,7 +216,8 @@ def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, thr
     fair = rewrites.matching(rows, rewrites.load(), FUNCTION_FOR_SPLIT)
     say(f"audit: {len(rows)} rows of {', '.join(splits)}, {sum(len(v) for v in made.values())} candidates of "
         f"{len(made)} golds, {len(tasks)} calls, and {sum(len(v) for v in fair.values())} equivalent rewrites")
-    calls = score_all(loaded, sorted(tasks | {task for found in fair.values() for task, _kind in found}), threads)
+    calls = score_all(loaded, sorted(tasks | {task for found in fair.values() for task, _kind in found}), threads,
+                      processes)
     paid: dict[str, set[tuple[str, str]]] = collections.defaultdict(set)
     for (_function, db_id, gold, sql), call in calls.items():
         if model.paid(call):
@@ -204,7 +236,7 @@ def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, thr
                              judged.get((row.db_id, row.gold, c.sql))) for c in made[(row.db_id, row.gold)]])
                for row in rows]
     gold_task = {row: (FUNCTION_FOR_SPLIT[row.split], row.db_id, row.gold, row.gold) for row in rows}
-    gold_calls = score_all(loaded, sorted(set(gold_task.values())), threads)
+    gold_calls = score_all(loaded, sorted(set(gold_task.values())), threads, processes)
     doc = report.document(loaded, results, splits, {"calls": len(calls), **witnesses}, time.monotonic() - started)
     return {**doc, "rewrites": rewrites.section(fair, calls, splits),
             "shapes": shapes.section(results, {row: gold_calls[task] for row, task in gold_task.items()}, splits,
