@@ -74,7 +74,7 @@ class Settings:
 
 
 MEASURE = Settings()  # the measurement's (audit, verify, prepare's summary)
-BUILD = Settings(purpose="build", pool=24, draws=12)  # prepare's, to find what the separation closes: twice the
+BUILD = Settings(purpose="build", pool=36, draws=18)  # prepare's, to find what the separation closes: three times the
 # measurement's draws, so that a near miss a witness is rare for is found at build time more often than it is measured
 
 
