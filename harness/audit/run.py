@@ -126,10 +126,15 @@ def score_all(loaded: LoadedBundle, tasks: list[Task], threads: int, processes: 
     return {task: done[task] for task in tasks}
 
 
+_ATTACHED: dict[tuple[str, str], LoadedBundle] = {}  # in a spawned process: the bundle imported once, for every job
+
+
 def _score_part(job: tuple) -> list[Call]:
-    """One database's calls, in a spawned process that imports the bundle this run unpacked."""
+    """One database's calls, in a spawned process that imports the bundle this run unpacked (once)."""
     zip_path, sha256, root, package, entries, tasks, threads = job
-    loaded = attach_unpacked(zip_path, sha256, root, package, entries)
+    loaded = _ATTACHED.get((root, package))
+    if loaded is None:
+        loaded = _ATTACHED[(root, package)] = attach_unpacked(zip_path, sha256, root, package, entries)
     return list(_score_here(loaded, tasks, threads).values())
 
 
