@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -24,17 +24,26 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 @contextlib.contextmanager
+def _handled(signals: tuple[int, ...], handler: Callable[[int, object], None]) -> Iterator[bool]:
+    """Inside: ``handler`` for ``signals`` in the main thread (yields True), the previous handlers
+    back after; elsewhere nothing changes (yields False: only the main thread may set them)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield True
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
 def interrupt_on_signals() -> Iterator[None]:
     """Inside: SIGTERM and SIGHUP become KeyboardInterrupt, so ``finally`` runs for them as for
     Ctrl-C (in the main thread; elsewhere nothing changes). The previous handlers come back after."""
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
+    with _handled((signal.SIGTERM, signal.SIGHUP), _raise_interrupt):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -49,15 +58,8 @@ def interrupts_held() -> Iterator[None]:
     For a step an interrupt must not cut in two: a child process started but not yet recorded by its
     caller cannot be stopped by the caller's cleanup.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     noted: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in HELD_SIGNALS}
-    try:
+    with _handled(HELD_SIGNALS, lambda signum, frame: noted.append(signum)):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if noted:
         signal.raise_signal(noted[0])
