@@ -155,8 +155,9 @@ class Fuzzer(Keeper):
         sample, columns = self.sample[name], self.columns[name]
         names = [j for j, c in enumerate(columns) if c.name]
         new = {j: NEW for j, c in enumerate(columns) if c.facts.name.lower() in self.linked[name]}
-        fit = [r for r in sample if self._parents_drawn(name, r, made)]
-        rest = [r for r in sample if not self._parents_drawn(name, r, made)]
+        drawn = [self._parents_drawn(name, r, made) for r in sample]
+        fit = [r for r, yes in zip(sample, drawn) if yes]
+        rest = [r for r, yes in zip(sample, drawn) if not yes]
         if not names and fit and self.once[name]:
             return self.distinct_templates(name, n, fit, new, draw)
         if not names:

@@ -49,6 +49,7 @@ class Plan:
 
     def __init__(self, original: Original, profile: inv.Profile, focus: Focus) -> None:
         self.original, self.profile, self.focus = original, profile, focus
+        self._positions: dict[tuple[str, str], int] = {}  # (table, column as named) -> its index (``_index``)
         self.facts = {t.name: profile.table(t.name) for t in original.tables}
         self.sample = {t.name: t.rows for t in original.tables}
         self.links = {t.name: profile.links_of(t.name) for t in original.tables}
@@ -87,8 +88,7 @@ class Plan:
 
     def _column(self, table: str, j: int, facts: inv.ColumnFacts) -> ColumnPlan:
         name = facts.name.lower()
-        pool = ordered(nv.stored(r[j], facts.declared) for r in self.sample[table] if r[j] is not None
-                        and nv.fits(facts, r[j]))
+        pool = self._pool(table, j, facts)
         texts = [v for v in pool if isinstance(v, str)]
         spelled = {v.lower(): v for v in texts}
         own = list(self.focus.literals.get(name, ()))
@@ -121,6 +121,16 @@ class Plan:
         return ColumnPlan(facts, pool, special, facts.nulls and not sort, (facts.unique and not grouped) or distinct
                        or (sort and self.focus.distinct_sort and name not in self.linked[table]), grouped,
                        self.facts[table].rows)
+
+    def _pool(self, table: str, j: int, facts: inv.ColumnFacts) -> list:
+        """The values the original's sample holds in column ``j`` that fit it, as stored; read once per
+        original (every plan of every gold drawn from it shares them: callers copy before changing)."""
+        key = ("pool", table, j, facts)
+        found = self.original.derived.get(key)
+        if found is None:
+            found = self.original.derived[key] = tuple(ordered(
+                nv.stored(r[j], facts.declared) for r in self.sample[table] if r[j] is not None and nv.fits(facts, r[j])))
+        return list(found)
 
     def _share_link_literals(self) -> None:
         """A literal compared with a child column is offered to its parent column too (it must exist there)."""
@@ -155,7 +165,11 @@ class Plan:
         return next(c for c in self.columns[table] if c.facts.name.lower() == name.lower())
 
     def _index(self, table: str, column: str) -> int:
-        return next(j for j, c in enumerate(self.columns[table]) if c.facts.name.lower() == column.lower())
+        at = self._positions.get((table, column))
+        if at is None:
+            at = self._positions[(table, column)] = next(
+                j for j, c in enumerate(self.columns[table]) if c.facts.name.lower() == column.lower())
+        return at
 
     def _key_order(self) -> list[str]:
         """Tables with every table they link to first; a cycle is broken where it closes."""

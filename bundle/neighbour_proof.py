@@ -39,12 +39,13 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
     out: list[str] = []
     linked = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
     for table in profile.tables:
-        now = inv._scalar(conn, f"SELECT count(*) FROM {inv.quote(table.name)}")
+        now, counted = _counts(conn, table)
         if table.rows and not now:
             out.append(f"{table.name}: no rows, the original has {table.rows}")
-        for col in table.columns:
+        for col, counts in zip(table.columns, counted):
             free = col.name.lower() in repeats_allowed
-            out += _column_violations(conn, table, col, free, (table.name.lower(), col.name.lower()) in linked)
+            out += _column_violations(conn, table, col, free, (table.name.lower(), col.name.lower()) in linked,
+                                      (now, *counts))
         for a, b in table.depends:
             if b.lower() not in repeats_allowed and neighbour_mining.determined(conn, table.name, a, b):
                 out.append(f"{table.name}: {a} no longer determines {b} as in the original")
@@ -84,14 +85,35 @@ def _kept_pairings(conn: sqlite3.Connection, table: inv.TableFacts, repeats_allo
     return out
 
 
+def _counts(conn: sqlite3.Connection, table: inv.TableFacts) -> tuple[int, list[tuple[int, int, frozenset[str]]]]:
+    """The table's rows, and per column (in the profile's order) its non-NULL values, its distinct
+    values and the types of its values: what ``inv._column_counts`` and ``inv._kinds`` read column
+    by column, read in one statement (a generated database is checked for every search attempt)."""
+    parts = ["count(*)"]
+    for col in table.columns:
+        c = inv.quote(col.name)
+        parts += [f"count({c})", f"count(DISTINCT {c})",
+                  f"group_concat(DISTINCT CASE WHEN {c} IS NOT NULL THEN typeof({c}) END)"]
+    found = conn.execute(f"SELECT {', '.join(parts)} FROM {inv.quote(table.name)}").fetchone()
+    counted = [(int(found[i] or 0), int(found[i + 1] or 0), frozenset(found[i + 2].split(",") if found[i + 2] else ()))
+               for i in range(1, len(found), 3)]
+    return int(found[0] or 0), counted
+
+
+def _most(conn: sqlite3.Connection, table: str, col: str, present: int, distinct: int) -> int:
+    """The most rows sharing one non-NULL value (``inv._column_counts``'s last figure); 1 or 0 with no repeat."""
+    if distinct == present:
+        return 1 if present else 0
+    return inv._column_counts(conn, table, col)[3]
+
+
 def _column_violations(conn: sqlite3.Connection, table: inv.TableFacts, col: inv.ColumnFacts, free: bool,
-                       linked: bool) -> list[str]:
+                       linked: bool, counts: tuple[int, int, int, frozenset[str]]) -> list[str]:
     where = f"{table.name}.{col.name}"
-    rows, present, distinct, most = inv._column_counts(conn, table.name, col.name)
+    rows, present, distinct, kinds = counts
     out = []
     if not col.nulls and present < rows:
         out.append(f"{where}: {rows - present} NULLs, the original has none")
-    kinds = set(inv._kinds(conn, table.name, col.name))
     if (col.kinds or col.nulls) and not kinds <= set(col.kinds):
         out.append(f"{where}: holds {', '.join(sorted(kinds - set(col.kinds)))}, the original only "
                    f"{', '.join(col.kinds) or 'NULL'}")
@@ -104,8 +126,10 @@ def _column_violations(conn: sqlite3.Connection, table: inv.TableFacts, col: inv
         return out
     if col.unique and distinct < present:
         out.append(f"{where}: {present - distinct} repeated values, the original's are unique")
-    if col.near_unique and not linked and most > col.max_repeat:
-        out.append(f"{where}: a value in {most} rows, the original repeats none more than {col.max_repeat} times")
+    if col.near_unique and not linked:
+        most = _most(conn, table.name, col.name, present, distinct)
+        if most > col.max_repeat:
+            out.append(f"{where}: a value in {most} rows, the original repeats none more than {col.max_repeat} times")
     return out
 
 
@@ -139,16 +163,21 @@ def repeated_identity(conn: sqlite3.Connection, profile: inv.Profile, gold: str)
     A column holding another table's key (a link) is no name: its repeats are one entity's rows
     (``GROUP BY evaluation.employee_id`` counts an employee's awards), as in the original.
     """
+    for table, column in listed_by(profile, gold):
+        if inv._column_counts(conn, table, column)[3] > 1:
+            return f"its {column} repeats a value here, and it lists by it"
+    return None
+
+
+def listed_by(profile: inv.Profile, gold: str) -> tuple[tuple[str, str], ...]:
+    """The (table, column) pairs ``repeated_identity`` reads for ``gold``: names (near-unique
+    columns, no link) it uses as the identity of what it lists. Empty: no database can refuse it so."""
     names = {c.name.lower() for t in profile.tables for c in t.columns}
     wanted = neighbour_values.identity_columns(gold, names)
     linked = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
-    for table in profile.tables:
-        for col in table.columns:
-            if (table.name.lower(), col.name.lower()) in linked:
-                continue
-            if col.name.lower() in wanted and col.near_unique and inv._column_counts(conn, table.name, col.name)[3] > 1:
-                return f"its {col.name} repeats a value here, and it lists by it"
-    return None
+    return tuple((table.name, col.name) for table in profile.tables for col in table.columns
+                 if (table.name.lower(), col.name.lower()) not in linked and col.name.lower() in wanted
+                 and col.near_unique)
 
 
 def prove_bundle(index: dict, data_dir: str) -> list[str]:

@@ -69,6 +69,9 @@ class Original:
     tables: tuple[OriginalTable, ...]
     indexes: tuple[str, ...]
     later: tuple[str, ...]  # views and triggers, created after the rows
+    # what neighbour_plan derives from the sample alone (a column's value pool), kept for every plan drawn
+    # from this original: filled on first use, never part of what the original is
+    derived: dict = dataclasses.field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 def read_original(conn: sqlite3.Connection, sample: int = SAMPLE_ROWS) -> Original:
