@@ -102,12 +102,14 @@ demo: setup ## the main job on the embedded sample, offline: prepare, pack, veri
 
 # `make bench`: ONLY=NAME[,NAME] runs those families (ONLY=prepare times make bundle's prepare); EVALUATOR=DIR (a
 # checkout of taoyds/test-suite-sql-eval, outside this repository) times the official evaluator beside the grader;
+# PUBLISHED="FILE..." (published systems' dev predictions, one file a system) adds the published family;
 # BENCH_ARGS passes other options (e.g. "--quick").
 ONLY ?=
 EVALUATOR ?=
+PUBLISHED ?=
 BENCH_ARGS ?=
 bench: setup ## print the scorer's benchmark figures on real Spider dev pairs, each family as soon as it is measured: the grader beside the official evaluator (EVALUATOR=DIR), the neighbours' precision and recall on the labelled set... (SPIDER_DATA=DIR; ONLY=labels for some families)
-	$(HARNESS) bench $(if $(SPIDER_DATA),--spider $(SPIDER_DATA)) $(if $(ONLY),--only $(ONLY)) $(if $(EVALUATOR),--evaluator $(EVALUATOR)) $(BENCH_ARGS)
+	$(HARNESS) bench $(if $(SPIDER_DATA),--spider $(SPIDER_DATA)) $(if $(ONLY),--only $(ONLY)) $(if $(EVALUATOR),--evaluator $(EVALUATOR)) $(if $(PUBLISHED),--published $(PUBLISHED)) $(BENCH_ARGS)
 
 bench-ray: setup-ray ## print grading throughput on real Spider dev pairs: local backend, Ray with 1 and 2 workers, Ray's start-up cost (SPIDER_DATA=DIR)
 	$(HARNESS) bench-ray $(if $(SPIDER_DATA),--spider $(SPIDER_DATA))

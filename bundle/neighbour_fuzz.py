@@ -155,7 +155,11 @@ class Fuzzer(Keeper):
         sample, columns = self.sample[name], self.columns[name]
         names = [j for j, c in enumerate(columns) if c.name]
         new = {j: NEW for j, c in enumerate(columns) if c.facts.name.lower() in self.linked[name]}
-        drawn = [self._parents_drawn(name, r, made) for r in sample]
+        drawn = [True] * len(sample)  # whether each parent an original row names (where the original has it) was drawn
+        for keys, became in self._parent_checks(name, made):
+            for i, key in enumerate(keys):
+                if key is not None and became.get(key) is None:
+                    drawn[i] = False  # its parent is known, and became nothing here
         fit = [r for r, yes in zip(sample, drawn) if yes]
         rest = [r for r, yes in zip(sample, drawn) if not yes]
         if not names and fit and self.once[name]:
@@ -205,17 +209,28 @@ class Fuzzer(Keeper):
                     out.append((held[value], {**{k: MADE_UP for k in names}, j: value, TWIN: j}))
         return out
 
-    def _parents_drawn(self, name: str, row: tuple, made: dict[str, list[list]]) -> bool:
-        """Whether each parent an original row names (where the original has it) was drawn."""
+    def _parent_checks(self, name: str, made: dict[str, list[list]]) -> list[tuple[tuple, dict]]:
+        """Per link of ``name`` to a table drawn before: (each sample row's key there where the
+        original's sample holds that parent, else None; what each drawn parent key became)."""
+        out = []
         for link in self.links[name]:
             if link.parent not in made or link.parent == name:
                 continue  # drawn later (a cycle, a link within the table): not known yet
-            key = tuple(row[self._index(name, c)] for c in link.child_columns)
             at = tuple(self._index(link.parent, c) for c in link.parent_columns)
-            if key in self.known[(link.parent, link.parent_columns)] and \
-                    self._became.get((link.parent, at), {}).get(key) is None:
-                return False
-        return True
+            out.append((self._known_keys(name, link), self._became.get((link.parent, at), {})))
+        return out
+
+    def _known_keys(self, name: str, link: inv.Link) -> tuple:
+        """Each sample row's key of ``link`` where the original's sample holds that parent, else None:
+        the sample's alone, so read once per original for every draw of every gold."""
+        kept = ("known keys", name, link)
+        found = self.original.derived.get(kept)
+        if found is None:
+            child = tuple(self._index(name, c) for c in link.child_columns)
+            known = self.known[(link.parent, link.parent_columns)]
+            keys = (tuple(r[i] for i in child) for r in self.sample[name])
+            found = self.original.derived[kept] = tuple(k if k in known else None for k in keys)
+        return found
 
     def _pair_twin(self, name: str, rows: list[list], twin: list, j: int) -> None:
         """Remember a twin's key beside its namesake's: the namesake's children are copied to it."""

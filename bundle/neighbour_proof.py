@@ -39,7 +39,7 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
     out: list[str] = []
     linked = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
     for table in profile.tables:
-        now, counted = _counts(conn, table)
+        now, counted, wide = _counts(conn, table)
         if table.rows and not now:
             out.append(f"{table.name}: no rows, the original has {table.rows}")
         for col, counts in zip(table.columns, counted):
@@ -49,7 +49,6 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
         for a, b in table.depends:
             if b.lower() not in repeats_allowed and neighbour_mining.determined(conn, table.name, a, b):
                 out.append(f"{table.name}: {a} no longer determines {b} as in the original")
-        wide = neighbour_mining.widest(conn, table.name, [c.name for c in table.columns])
         if wide > table.room:
             out.append(f"{table.name}: a row of {wide} bytes, wider than {table.room} (the original's widest has "
                        f"{table.widest})")
@@ -85,19 +84,21 @@ def _kept_pairings(conn: sqlite3.Connection, table: inv.TableFacts, repeats_allo
     return out
 
 
-def _counts(conn: sqlite3.Connection, table: inv.TableFacts) -> tuple[int, list[tuple[int, int, frozenset[str]]]]:
-    """The table's rows, and per column (in the profile's order) its non-NULL values, its distinct
-    values and the types of its values: what ``inv._column_counts`` and ``inv._kinds`` read column
-    by column, read in one statement (a generated database is checked for every search attempt)."""
-    parts = ["count(*)"]
+def _counts(conn: sqlite3.Connection,
+            table: inv.TableFacts) -> tuple[int, list[tuple[int, int, frozenset[str]]], int]:
+    """The table's rows; per column (in the profile's order) its non-NULL values, its distinct
+    values and the types of its values; and its widest row: what ``inv._column_counts``,
+    ``inv._kinds`` and ``neighbour_mining.widest`` read one by one, read in one statement (a
+    generated database is checked for every search attempt)."""
+    parts = ["count(*)", f"max({neighbour_mining.width_sql([c.name for c in table.columns])})"]
     for col in table.columns:
         c = inv.quote(col.name)
         parts += [f"count({c})", f"count(DISTINCT {c})",
                   f"group_concat(DISTINCT CASE WHEN {c} IS NOT NULL THEN typeof({c}) END)"]
     found = conn.execute(f"SELECT {', '.join(parts)} FROM {inv.quote(table.name)}").fetchone()
     counted = [(int(found[i] or 0), int(found[i + 1] or 0), frozenset(found[i + 2].split(",") if found[i + 2] else ()))
-               for i in range(1, len(found), 3)]
-    return int(found[0] or 0), counted
+               for i in range(2, len(found), 3)]
+    return int(found[0] or 0), counted, int(found[1] or 0)
 
 
 def _most(conn: sqlite3.Connection, table: str, col: str, present: int, distinct: int) -> int:

@@ -22,6 +22,7 @@ the original shows, after SQLite's type affinity).
 
 from __future__ import annotations
 
+import functools
 import re
 
 try:
@@ -38,8 +39,18 @@ _GROUP_END = {"HAVING", "ORDER", "LIMIT", "UNION", "INTERSECT", "EXCEPT", "WINDO
 _ORDER_END = {"LIMIT", "UNION", "INTERSECT", "EXCEPT", ")", "OFFSET"}
 
 
-def _code(sql: str) -> list[sql_text.Token]:
-    return sql_text.code_tokens(sql)
+def _code(sql: str) -> tuple[sql_text.Token, ...]:
+    """The code tokens of ``sql`` (read only): a query of ordinary length is read once for the several
+    questions asked of it (a gold, at every search of it); a long one each time, never kept."""
+    return _code_kept(sql) if len(sql) <= _KEPT_LENGTH else tuple(sql_text.code_tokens(sql))
+
+
+_KEPT_LENGTH = 4_096
+
+
+@functools.lru_cache(maxsize=1_024)
+def _code_kept(sql: str) -> tuple[sql_text.Token, ...]:
+    return tuple(sql_text.code_tokens(sql))
 
 
 def _name(tok: sql_text.Token, columns: set[str]) -> str | None:

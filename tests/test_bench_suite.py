@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench import grader, prepare_time, suite
+from harness.bench import grader, prepare_time, published, suite
 from harness.bench.evaluator import Evaluator
 from harness.cli import main
 from harness.common.errors import HarnessError, InputError
@@ -183,3 +183,36 @@ def test_a_timed_run_counts_its_child_s_cpu_and_a_failing_one_says_so():
     assert busy["cpu_s"] > 0 and busy["wall_s"] > 0
     with pytest.raises(HarnessError, match="prepare failed \\(exit 3\\).*no such folder"):
         prepare_time.timed([sys.executable, "-c", "import sys; sys.stderr.write('no such folder'); sys.exit(3)"])
+
+
+# --- the published family, on the sample ------------------------------------------------------------
+
+def test_the_published_family_grades_each_system_s_answers_beside_the_evaluator_on_one_core_and_on_every_core(
+        neighbour_bundle, fixture_dbs, fake_evaluator, tmp_path, capsys):
+    """Two systems' 'dev predictions' on a Spider-shaped folder of the sample: one right (the gold in
+    another text), one wrong (a constant); right and wrong told by the evaluator, and the grader's
+    verdicts the same on two processes as on one."""
+    rows = sample_rows(neighbour_bundle)[:6]
+    spider = tmp_path / "spider"
+    for db_id in {r["db_id"] for r in rows}:
+        (spider / "database" / db_id).mkdir(parents=True)
+        (spider / "database" / db_id / f"{db_id}.sqlite").symlink_to(fixture_dbs[db_id])
+    (spider / "dev.json").write_text(json.dumps(rows))
+    (tmp_path / "good.sql").write_text("".join(r["query"] + " -- same\n" for r in rows))
+    (tmp_path / "bad.sql").write_text("SELECT 'no'\n" * len(rows))
+    f = published.run(neighbour_bundle, spider, rows, [tmp_path / "good.sql", tmp_path / "bad.sql"], fake_evaluator,
+                      fixture_dbs.__getitem__, cores=2)
+    assert f["systems"] == ["good", "bad"] and f["pairs"] == 12 and f["rows"] == 6
+    assert f["right"] == 6 and f["accepted"] == 6 and f["unscored"] == 0
+    assert f["grader"]["right"]["pairs"] == f["evaluator"]["right"]["pairs"] == 6
+    assert f["grader"]["wrong"]["pairs"] == 6 and f["evaluator"]["all"]["pairs_per_s"] > 0
+    assert len(fake_evaluator.module.CALLS) == 12  # once a pair
+    assert f["every_core"]["processes"] == 2 and f["every_core"]["same_verdicts"]
+    published.print_figures(f)
+    out = capsys.readouterr().out
+    assert "grader on every core / evaluator on one" in out and "verdicts the same as on one core" in out
+
+
+def test_the_published_family_without_predictions_says_how_to_give_them(capsys):
+    published.print_figures(published.run(Path("."), Path("."), [], [], None, Path))
+    assert "not measured: no predictions given: --published FILE" in capsys.readouterr().out

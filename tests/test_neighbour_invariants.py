@@ -223,7 +223,7 @@ def _counts_column_by_column(conn: sqlite3.Connection, table: inv.TableFacts):
     for col in table.columns:
         _, present, distinct, _ = inv._column_counts(conn, table.name, col.name)
         counted.append((present, distinct, frozenset(inv._kinds(conn, table.name, col.name))))
-    return rows, counted
+    return rows, counted, neighbour_mining.widest(conn, table.name, [c.name for c in table.columns])
 
 
 def _most_column_by_column(conn, table, col, present, distinct):
@@ -233,8 +233,8 @@ def _most_column_by_column(conn, table, col, present, distinct):
 @pytest.mark.real_data
 def test_the_proof_reads_in_one_statement_a_table_what_the_mining_reads_column_by_column(spider_dir, tmp_path,
                                                                                           monkeypatch):
-    """Every Spider database, corrupted column by column (a NULL, a repeat, a text, rows dropped): the
-    proof's one statement a table finds the very lines the per-column statements find."""
+    """Every Spider database, corrupted column by column (a NULL, a repeat, a text, a wide row, rows
+    dropped): the proof's one statement a table finds the very lines the per-column statements find."""
     checked = lines = 0
     for path in sorted((spider_dir / "database").glob("*/*.sqlite")):
         conn = inv.open_read_only(str(path))
@@ -259,6 +259,13 @@ def test_the_proof_reads_in_one_statement_a_table_what_the_mining_reads_column_b
                             pass  # a constraint refuses it: that column stays as it was
                 if n % 3 == 2:
                     conn.execute(f"DELETE FROM {inv.quote(table.name)}")
+                elif n % 3 == 1 and table.columns:  # a row wider than any of the original's
+                    try:
+                        conn.execute(f"UPDATE {inv.quote(table.name)} SET {inv.quote(table.columns[-1].name)} = "
+                                     "printf('%.900c', 'w') WHERE rowid = (SELECT min(rowid) FROM "
+                                     f"{inv.quote(table.name)})")
+                    except sqlite3.DatabaseError:
+                        pass
         conn = inv.open_read_only(str(copy))
         try:
             found = neighbour_proof.violations(profile, conn)

@@ -6,6 +6,7 @@ starts and how long the last one took, so a run shows where it is. ``--only NAME
 
 1. ``calls``: reward calls a second, and a call's time against bare sqlite3 on the same query;
 2. ``grader``: the grader with and without its search beside the official evaluator, pairs a second;
+   ``published``: the grader beside the evaluator on published systems' dev predictions (``--published``);
 3. ``groups``: GRPO-shaped batches, a group's duplicate completions scored once, and without;
 4. ``hardening``: a runaway query, the comparison's worst case, the hostile suite's memory;
 5. ``budget``: the step budget's calibration on every real gold, counting overhead;
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.bench import budget, calls, cost, grader, groups, hardening, labels, neighbours, prepare_time
+from harness.bench import budget, calls, cost, grader, groups, hardening, labels, neighbours, prepare_time, published
 from harness.bench.evaluator import Evaluator
 from harness.common.errors import InputError
 
@@ -38,9 +39,10 @@ class Context:
 
     def __init__(self, spider: Path, work: Path, *, pairs: int = 400, repeat: int = 5, quick: bool = False,
                  show: int = 30, grader_pairs: int = 150, evaluator: Evaluator | None = None,
+                 published: Sequence[Path] = (),
                  say: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
         self.spider, self.work, self.pairs, self.repeat, self.quick, self.show = spider, work, pairs, repeat, quick, show
-        self.grader_pairs, self.evaluator, self.say = grader_pairs, evaluator, say
+        self.grader_pairs, self.evaluator, self.published, self.say = grader_pairs, evaluator, tuple(published), say
 
     @functools.cached_property
     def rows(self) -> list[dict]:
@@ -92,6 +94,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("grader", "the grader with and without its search beside the official evaluator",
            lambda c: grader.run(c.staged, c.rows, c.original, limit=c.grader_pairs, evaluator=c.evaluator, say=c.say),
            lambda f, _: grader.print_figures(f)),
+    Family("published", "the grader beside the official evaluator on published systems' dev predictions",
+           lambda c: published.run(c.staged, c.spider, c.rows, c.published, c.evaluator, c.original, say=c.say)
+           if c.published else published.run(c.root, c.spider, [], (), None, c.original),
+           lambda f, _: published.print_figures(f)),
     Family("groups", "GRPO-shaped batches", lambda c: groups.run(c.root, c.rows[:groups.ROWS], c.repeat),
            lambda f, _: groups.print_figures(f)),
     Family("hardening", "a runaway query, the worst comparison, the hostile suite's memory", _hardening,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 
-from harness.bench import suite
+from harness.bench import published, suite
 from harness.bench.evaluator import Evaluator
 from harness.common.files import atomic_write_bytes, check_writable_file
 
@@ -21,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evaluator", metavar="DIR",
                         help="a checkout of taoyds/test-suite-sql-eval, outside this repository: the grader family "
                              "times its execution match beside the grader (default: not measured)")
+    parser.add_argument("--published", nargs="+", default=[], metavar="FILE",
+                        help="published systems' dev predictions, one file a system (one prediction a line in dev "
+                             "order): the published family grades them beside the evaluator (default: not measured)")
     parser.add_argument("--pairs", type=int, default=400, help="dev pairs timed (default 400)")
     parser.add_argument("--grader-pairs", type=int, default=150, metavar="N",
                         help="distinct dev golds the grader family answers, right and wrong (default 150)")
@@ -37,11 +41,13 @@ def run(args: argparse.Namespace) -> int:
     only = [n.strip() for given in args.only or [] for n in given.split(",") if n.strip()]
     families = suite.chosen(only)  # an unknown name is refused before anything runs
     evaluator = Evaluator(args.evaluator) if args.evaluator else None
+    published.check(spider, [Path(p) for p in args.published])  # a bad file is refused before anything runs
     if args.json_out:
         check_writable_file(args.json_out, "the figures")
     figures = suite.run_all(spider, [f.name for f in families] if only else None, pairs=args.pairs,
                             repeat=args.repeat, quick=args.quick, show=args.show_separated,
-                            grader_pairs=args.grader_pairs, evaluator=evaluator)
+                            grader_pairs=args.grader_pairs, evaluator=evaluator,
+                            published=[Path(p) for p in args.published])
     if args.json_out:
         atomic_write_bytes(args.json_out, json.dumps(figures, indent=1).encode())
     return 0
