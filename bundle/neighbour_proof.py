@@ -39,13 +39,14 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
     out: list[str] = []
     linked = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
     for table in profile.tables:
-        now, counted, wide = _counts(conn, table)
+        free = [col.name.lower() in repeats_allowed for col in table.columns]
+        tied = [(table.name.lower(), col.name.lower()) in linked for col in table.columns]
+        now, counted, wide = _counts(conn, table, [not f and (c.unique or (c.near_unique and not t))
+                                                   for c, f, t in zip(table.columns, free, tied)])
         if table.rows and not now:
             out.append(f"{table.name}: no rows, the original has {table.rows}")
-        for col, counts in zip(table.columns, counted):
-            free = col.name.lower() in repeats_allowed
-            out += _column_violations(conn, table, col, free, (table.name.lower(), col.name.lower()) in linked,
-                                      (now, *counts))
+        for col, counts, f, t in zip(table.columns, counted, free, tied):
+            out += _column_violations(conn, table, col, f, t, (now, *counts))
         for a, b in table.depends:
             if b.lower() not in repeats_allowed and neighbour_mining.determined(conn, table.name, a, b):
                 out.append(f"{table.name}: {a} no longer determines {b} as in the original")
@@ -84,20 +85,20 @@ def _kept_pairings(conn: sqlite3.Connection, table: inv.TableFacts, repeats_allo
     return out
 
 
-def _counts(conn: sqlite3.Connection,
-            table: inv.TableFacts) -> tuple[int, list[tuple[int, int, frozenset[str]]], int]:
+def _counts(conn: sqlite3.Connection, table: inv.TableFacts,
+            distinct: list[bool]) -> tuple[int, list[tuple[int, int | None, frozenset[str]]], int]:
     """The table's rows; per column (in the profile's order) its non-NULL values, its distinct
-    values and the types of its values; and its widest row: what ``inv._column_counts``,
-    ``inv._kinds`` and ``neighbour_mining.widest`` read one by one, read in one statement (a
-    generated database is checked for every search attempt)."""
+    values (None where ``distinct`` says no check reads them) and the types of its values; and its
+    widest row: what ``inv._column_counts``, ``inv._kinds`` and ``neighbour_mining.widest`` read
+    one by one, read in one statement (a generated database is checked for every search attempt)."""
     parts = ["count(*)", f"max({neighbour_mining.width_sql([c.name for c in table.columns])})"]
-    for col in table.columns:
+    for col, wanted in zip(table.columns, distinct):
         c = inv.quote(col.name)
-        parts += [f"count({c})", f"count(DISTINCT {c})",
+        parts += [f"count({c})", f"count(DISTINCT {c})" if wanted else "NULL",
                   f"group_concat(DISTINCT CASE WHEN {c} IS NOT NULL THEN typeof({c}) END)"]
     found = conn.execute(f"SELECT {', '.join(parts)} FROM {inv.quote(table.name)}").fetchone()
-    counted = [(int(found[i] or 0), int(found[i + 1] or 0), frozenset(found[i + 2].split(",") if found[i + 2] else ()))
-               for i in range(2, len(found), 3)]
+    counted = [(int(found[i] or 0), None if found[i + 1] is None else int(found[i + 1]),
+                frozenset(found[i + 2].split(",") if found[i + 2] else ())) for i in range(2, len(found), 3)]
     return int(found[0] or 0), counted, int(found[1] or 0)
 
 
@@ -109,7 +110,7 @@ def _most(conn: sqlite3.Connection, table: str, col: str, present: int, distinct
 
 
 def _column_violations(conn: sqlite3.Connection, table: inv.TableFacts, col: inv.ColumnFacts, free: bool,
-                       linked: bool, counts: tuple[int, int, int, frozenset[str]]) -> list[str]:
+                       linked: bool, counts: tuple[int, int, int | None, frozenset[str]]) -> list[str]:
     where = f"{table.name}.{col.name}"
     rows, present, distinct, kinds = counts
     out = []

@@ -216,7 +216,7 @@ def test_a_repeated_identity_is_a_name_never_a_parents_key(facts_db, profile, go
         conn.close()
 
 
-def _counts_column_by_column(conn: sqlite3.Connection, table: inv.TableFacts):
+def _counts_column_by_column(conn: sqlite3.Connection, table: inv.TableFacts, distinct: list[bool]):
     """The check's figures read as the mining reads them: one column at a time."""
     rows = inv._scalar(conn, f"SELECT count(*) FROM {inv.quote(table.name)}")
     counted = []
