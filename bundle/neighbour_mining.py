@@ -129,6 +129,8 @@ def widest(conn: sqlite3.Connection, table: str, columns: list[str]) -> int:
 
 
 def _written(value: object) -> int:
+    if isinstance(value, str) and value.isascii():
+        return len(value)  # its UTF-8 bytes, one a character
     if isinstance(value, (bytes, bytearray)):
         return len(value)
     if isinstance(value, float):
