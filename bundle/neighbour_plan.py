@@ -66,12 +66,11 @@ class Plan:
             self._mark_names(name, {j for at in keys for j in at})
         self.named = {t.name: [j for j, c in enumerate(self.columns[t.name]) if c.name and c.special]
                       for t in original.tables}
-        self.holders = {t.name: {j: self._derived(("holders", t.name, j), lambda t=t, j=j: {r[j]: r for r in t.rows})
+        self.holders = {t.name: {j: self._derived(("holders", t.name, j), self._holders, t.name, j)
                                  for j in self.named[t.name]} for t in original.tables}  # read only
-        self.known = {(k.parent, k.parent_columns): self._derived(
-            ("known", k.parent, k.parent_columns),
-            lambda k=k: {tuple(r[self._index(k.parent, c)] for c in k.parent_columns) for r in self.sample[k.parent]})
-            for links in self.links.values() for k in links}  # the original's parents (a sample; read only)
+        self.known = {(k.parent, k.parent_columns): self._derived(("known", k.parent, k.parent_columns), self._known,
+                                                                  k.parent, k.parent_columns)
+                      for links in self.links.values() for k in links}  # the original's parents (a sample; read only)
         self.pairs = {t.name: self._pairs(t) for t in original.tables}
         self.depends = {t.name: self._depends(t) for t in original.tables}
         self.order = self._key_order()
@@ -126,18 +125,29 @@ class Plan:
                        or (sort and self.focus.distinct_sort and name not in self.linked[table]), grouped,
                        self.facts[table].rows)
 
-    def _derived(self, key: tuple, make: Callable[[], object]) -> Any:
-        """``make()``, read once per original: what depends on its sample alone (never changed by a user)."""
+    def _derived(self, key: tuple, make: Callable[..., object], *args: object) -> Any:
+        """``make(*args)``, read once per original: what depends on its sample alone (never changed by a user)."""
         found = self.original.derived.get(key)
         if found is None:
-            found = self.original.derived[key] = make()
+            found = self.original.derived[key] = make(*args)
         return found
+
+    def _holders(self, table: str, j: int) -> dict:
+        """The sample row holding each value of column ``j`` (the last where several do)."""
+        return {r[j]: r for r in self.sample[table]}
+
+    def _known(self, parent: str, columns: tuple[str, ...]) -> set[tuple]:
+        """The keys the sample of ``parent`` holds in ``columns``."""
+        return {tuple(r[self._index(parent, c)] for c in columns) for r in self.sample[parent]}
 
     def _pool(self, table: str, j: int, facts: inv.ColumnFacts) -> list:
         """The values the original's sample holds in column ``j`` that fit it, as stored; read once per
         original (every plan of every gold drawn from it shares them: callers copy before changing)."""
-        return list(self._derived(("pool", table, j, facts), lambda: tuple(ordered(
-            nv.stored(r[j], facts.declared) for r in self.sample[table] if r[j] is not None and nv.fits(facts, r[j])))))
+        return list(self._derived(("pool", table, j, facts), self._sample_values, table, j, facts))
+
+    def _sample_values(self, table: str, j: int, facts: inv.ColumnFacts) -> tuple:
+        return tuple(ordered(nv.stored(r[j], facts.declared) for r in self.sample[table]
+                             if r[j] is not None and nv.fits(facts, r[j])))
 
     def _share_link_literals(self) -> None:
         """A literal compared with a child column is offered to its parent column too (it must exist there)."""

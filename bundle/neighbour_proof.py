@@ -109,6 +109,13 @@ def _most(conn: sqlite3.Connection, table: str, col: str, present: int, distinct
     return inv._column_counts(conn, table, col)[3]
 
 
+def _counted(distinct: int | None, where: str) -> int:
+    """The distinct values ``_counts`` read for a check that needs them (``violations`` asks for them)."""
+    if distinct is None:
+        raise ValueError(f"{where}: its distinct values were not counted, yet a check reads them")
+    return distinct
+
+
 def _column_violations(conn: sqlite3.Connection, table: inv.TableFacts, col: inv.ColumnFacts, free: bool,
                        linked: bool, counts: tuple[int, int, int | None, frozenset[str]]) -> list[str]:
     where = f"{table.name}.{col.name}"
@@ -126,10 +133,10 @@ def _column_violations(conn: sqlite3.Connection, table: inv.TableFacts, col: inv
             out.append(f"{where}: text shaped {strange[0]!r}, the original's are {', '.join(col.shapes)}")
     if free:
         return out
-    if col.unique and distinct < present:
-        out.append(f"{where}: {present - distinct} repeated values, the original's are unique")
+    if col.unique and _counted(distinct, where) < present:
+        out.append(f"{where}: {present - _counted(distinct, where)} repeated values, the original's are unique")
     if col.near_unique and not linked:
-        most = _most(conn, table.name, col.name, present, distinct)
+        most = _most(conn, table.name, col.name, present, _counted(distinct, where))
         if most > col.max_repeat:
             out.append(f"{where}: a value in {most} rows, the original repeats none more than {col.max_repeat} times")
     return out
