@@ -45,10 +45,10 @@ def _code(sql: str) -> tuple[sql_text.Token, ...]:
     return _code_kept(sql) if len(sql) <= _KEPT_LENGTH else tuple(sql_text.code_tokens(sql))
 
 
-_KEPT_LENGTH = 4_096
+_KEPT_LENGTH = 1_024  # at most 512 kept: a few MB whatever the queries
 
 
-@functools.lru_cache(maxsize=1_024)
+@functools.lru_cache(maxsize=512)
 def _code_kept(sql: str) -> tuple[sql_text.Token, ...]:
     return tuple(sql_text.code_tokens(sql))
 

@@ -4,6 +4,7 @@ tried, the store keeps to its bounds and leaves no file behind."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -186,3 +187,43 @@ def test_a_folder_the_search_cannot_write_in_is_an_infrastructure_error(pets, tm
     with pytest.raises(cache.SearchUnavailable, match="cannot write its databases"):
         _verdict(_task(pets), pets, PREDICTIONS[0], store)
     assert issubclass(cache.SearchUnavailable, ScoringInfrastructureError)  # unscored, never a 0.0
+
+
+def _content_digest(task: neighbour_search.Task, path: Path, predictions: list[str], folder: Path,
+                    monkeypatch) -> tuple[int, str]:
+    """How many databases the searches of ``predictions`` draw, and a digest of every one's content
+    (refused ones too) in the order they are drawn, each named by its seed's digest."""
+    monkeypatch.setattr(cache, "remove", lambda path: None)  # keep every file drawn
+    store = cache.Store(folder=str(folder))
+    for p in predictions:
+        _verdict(task, path, p, store)
+    files = sorted(folder.glob("*.sqlite"), key=lambda f: int(f.name.split("-")[1]))
+    digest = hashlib.sha256()
+    for f in files:
+        conn = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+        try:
+            digest.update(f.name.split("-", 2)[2].encode() + "\n".join(conn.iterdump()).encode())
+        finally:
+            conn.close()
+    return len(files), digest.hexdigest()
+
+
+# The content of the search's databases for GOLD, a right answer and one adding a literal, as
+# 59cd087 drew them (before the build was made faster). A verdict is a pure function of the
+# databases a search uses: a change here changes verdicts, and must be made on purpose (and the
+# labelled set judged again).
+DRAWN_AT_59CD087 = (32, "3dddc522478a38e0f3ca2caebe7dda3669ae9aa35c65ab16bb7904bab83eba14")
+
+
+def test_the_search_draws_the_databases_it_drew_before_it_was_made_faster(pets, tmp_path, monkeypatch):
+    assert _content_digest(_task(pets), pets, [PREDICTIONS[0], PREDICTIONS[3]], tmp_path, monkeypatch) == \
+        DRAWN_AT_59CD087
+
+
+def test_a_long_query_s_tokens_are_never_kept():
+    from bundle import neighbour_values
+    before = neighbour_values._code_kept.cache_info().currsize
+    long = "SELECT name FROM Pet WHERE " + " OR ".join(f"weight = {i}" for i in range(400))
+    assert len(long) > neighbour_values._KEPT_LENGTH
+    assert neighbour_values.literals_by_column(long, {"weight", "name"})["weight"][:2] == [0, 1]
+    assert neighbour_values._code_kept.cache_info().currsize == before
