@@ -213,6 +213,10 @@ def test_the_published_family_grades_each_system_s_answers_beside_the_evaluator_
     assert "grader on every core / evaluator on one" in out and "verdicts the same as on one core" in out
 
 
-def test_the_published_family_without_predictions_says_how_to_give_them(capsys):
+def test_the_published_family_without_predictions_or_rows_says_what_to_give(tmp_path, capsys):
     published.print_figures(published.run(Path("."), Path("."), [], [], None, Path))
     assert "not measured: no predictions given: --published FILE" in capsys.readouterr().out
+    (tmp_path / "dev.json").write_text("[]")
+    (tmp_path / "one.sql").write_text("")
+    published.print_figures(published.run(Path("."), tmp_path, [], [tmp_path / "one.sql"], None, Path))
+    assert "not measured: no dev rows staged to answer: give --pairs N" in capsys.readouterr().out

@@ -88,6 +88,8 @@ def run(root: Path, spider: Path, rows: Sequence[dict], files: Sequence[Path], e
     if not files:
         return {"skipped": "no predictions given: --published FILE... (one system's dev predictions a file)"}
     systems, pairs = pairs_of(spider, rows, files)
+    if not pairs:
+        return {"skipped": "no dev rows staged to answer: give --pairs N of at least 1"}
     neighbour_search.forget()
     taken: dict[str, list[tuple[float, float]]] = {"grader": [], "evaluator": []}
     verdicts: list[float | None] = []
