@@ -223,14 +223,12 @@ class Fuzzer(Keeper):
     def _known_keys(self, name: str, link: inv.Link) -> tuple:
         """Each sample row's key of ``link`` where the original's sample holds that parent, else None:
         the sample's alone, so read once per original for every draw of every gold."""
-        kept = ("known keys", name, link)
-        found = self.original.derived.get(kept)
-        if found is None:
-            child = tuple(self._index(name, c) for c in link.child_columns)
-            known = self.known[(link.parent, link.parent_columns)]
-            keys = (tuple(r[i] for i in child) for r in self.sample[name])
-            found = self.original.derived[kept] = tuple(k if k in known else None for k in keys)
-        return found
+        return self._derived(("known keys", name, link), self._sample_keys, name, link)
+
+    def _sample_keys(self, name: str, link: inv.Link) -> tuple:
+        child = tuple(self._index(name, c) for c in link.child_columns)
+        known = self.known[(link.parent, link.parent_columns)]
+        return tuple(k if k in known else None for k in (tuple(r[i] for i in child) for r in self.sample[name]))
 
     def _pair_twin(self, name: str, rows: list[list], twin: list, j: int) -> None:
         """Remember a twin's key beside its namesake's: the namesake's children are copied to it."""

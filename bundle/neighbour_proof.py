@@ -164,15 +164,17 @@ def judges(original: gold_results.GoldResult, here: gold_results.GoldResult) -> 
     return None
 
 
-def repeated_identity(conn: sqlite3.Connection, profile: inv.Profile, gold: str) -> str | None:
+def repeated_identity(conn: sqlite3.Connection, profile: inv.Profile, gold: str,
+                      listed: tuple[tuple[str, str], ...] | None = None) -> str | None:
     """Why a gold may not be judged on the database behind ``conn``: a column it uses as the identity
     of what it lists (``INTERSECT``/``EXCEPT``/``UNION`` on it, ``GROUP BY`` it) holds a name twice
     there. A gold that intersects names reads two students called Jordan as one; where they may be
     two, an answer by ids is the right one, so such a database would judge the gold, not the answer.
     A column holding another table's key (a link) is no name: its repeats are one entity's rows
     (``GROUP BY evaluation.employee_id`` counts an employee's awards), as in the original.
+    ``listed``: ``listed_by(profile, gold)`` where the caller has it already.
     """
-    for table, column in listed_by(profile, gold):
+    for table, column in listed_by(profile, gold) if listed is None else listed:
         if inv._column_counts(conn, table, column)[3] > 1:
             return f"its {column} repeats a value here, and it lists by it"
     return None

@@ -263,7 +263,7 @@ class _Builder:
         self.task, self.original, self.limits, self.store = task, original, limits, store
         self.drawn, self.added = drawn, added
         self.fuzzers: dict[int, Fuzzer] = {}
-        self.listed_by: tuple[tuple[str, str], ...] | None = None  # neighbour_proof.listed_by, read once
+        self.listed_by = neighbour_proof.listed_by(task.profile, task.gold)  # names the gold lists by
 
     def __call__(self, attempt: int) -> cache.SearchDatabase | None:
         """Database ``attempt`` of the set, with the gold's result there; None where the gold may not
@@ -315,12 +315,10 @@ class _Builder:
             return None  # the gold fails here (a value it cannot handle): this database cannot judge it
         if neighbour_proof.judges(self.original, gold):
             return None  # a question that does not arise here: nothing matches, or "the lowest" is unknown
-        if self.listed_by is None:
-            self.listed_by = neighbour_proof.listed_by(task.profile, task.gold)
         if self.listed_by:  # no name the gold lists by: no need to open the file
             conn = inv.open_read_only(path)
             try:
-                if neighbour_proof.repeated_identity(conn, task.profile, task.gold):
+                if neighbour_proof.repeated_identity(conn, task.profile, task.gold, self.listed_by):
                     return None  # the gold lists by a name that repeats here: it would be judged, not the answer
             finally:
                 conn.close()

@@ -221,8 +221,8 @@ def _counts_column_by_column(conn: sqlite3.Connection, table: inv.TableFacts, di
     rows = inv._scalar(conn, f"SELECT count(*) FROM {inv.quote(table.name)}")
     counted = []
     for col in table.columns:
-        _, present, distinct, _ = inv._column_counts(conn, table.name, col.name)
-        counted.append((present, distinct, frozenset(inv._kinds(conn, table.name, col.name))))
+        _, present, different, _ = inv._column_counts(conn, table.name, col.name)
+        counted.append((present, different, frozenset(inv._kinds(conn, table.name, col.name))))
     return rows, counted, neighbour_mining.widest(conn, table.name, [c.name for c in table.columns])
 
 
