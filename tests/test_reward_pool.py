@@ -70,8 +70,14 @@ def test_the_entry_point_pickles_without_its_loaded_module(unpacked, items):
 def test_fork_and_spawn_pools_give_the_same_scores(unpacked, items, method):
     reward = BundleReward(unpacked)
     expected = [call(reward, item) for item in items]  # loaded in this process first: a fork child inherits it
-    with multiprocessing.get_context(method).Pool(2) as pool:
+    pool = multiprocessing.get_context(method).Pool(2)
+    try:
         assert pool.starmap(call, [(reward, item) for item in items]) == expected
+    finally:
+        # the workers end on the pool's own sentinels: ``with Pool`` would terminate them by SIGTERM, which
+        # a handler this process inherited (ray.init sets one for its driver) can keep from ending a fork child
+        pool.close()
+        pool.join()
 
 
 @pytest.mark.integration
