@@ -17,8 +17,9 @@ one after another with fixed ports (nodes racing for ports fail), each in its ow
 them by SIGTERM to the recorded pids, then SIGKILL to anything left in their sessions, never
 ``ray stop`` (which stops every Ray process on the machine). The Ray test modules share one xdist
 group (``RAY_CLUSTER_GROUP``: one cluster at a time, so none takes another's ports); the ports are
-also offset per xdist worker, and a node whose ``ray start`` has exited fails the wait at once,
-with its log.
+also offset per xdist worker. A node whose ``ray start`` has exited before it joined is started
+again, at most ``START_TRIES`` times in all (Ray gives a node a fixed 30 s to find itself in the
+GCS, which a loaded machine can miss), then fails the wait with its log.
 """
 
 from __future__ import annotations
@@ -109,6 +110,15 @@ def ports(base: int) -> list[str]:
 
 
 RAY_CLUSTER_GROUP = "ray-cluster"  # pytest.mark.xdist_group for every module that starts a RayCluster
+START_TRIES = 3  # a node that exits before it joins is started again, up to this many times in all
+
+
+class NodeExited(RuntimeError):
+    """A node's ``ray start`` exited before the cluster reached the count waited for."""
+
+    def __init__(self, ip: str, message: str) -> None:
+        super().__init__(message)
+        self.ip = ip
 
 
 def worker_offset() -> int:
@@ -155,19 +165,32 @@ class RayCluster:
             for ip, proc in self.nodes.items():
                 if proc.poll() is not None:
                     tail = (self.temp / f"node-{ip}.log").read_text(errors="replace")[-3000:]
-                    raise RuntimeError(f"Ray node {ip} exited ({proc.returncode}) before {count} nodes were alive:\n{tail}")
+                    raise NodeExited(ip, f"Ray node {ip} exited ({proc.returncode}) before {count} nodes were alive:\n{tail}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{count} Ray nodes not alive after {timeout_s} s; logs in {self.temp}")
             time.sleep(0.5)
 
+    def _join(self, ip: str, args: list[str], base: int, count: int) -> None:
+        """Start the node at ``ip`` and wait for ``count`` live nodes; a node that exited on the way is
+        cleared (what is left of its session killed, its log kept) and started again."""
+        for attempt in range(1, START_TRIES + 1):
+            self._start(ip, args, base)
+            try:
+                self.wait_for(count)
+                return
+            except NodeExited as exited:
+                if exited.ip != ip or attempt == START_TRIES:
+                    raise
+                self.kill_node(ip)
+                self.nodes[ip].wait(timeout=60)
+                os.replace(self.temp / f"node-{ip}.log", self.temp / f"node-{ip}.try{attempt}.log")
+
     def start(self) -> RayCluster:
-        self._start("127.0.0.2", ["--head", f"--port={self.port}", f"--num-cpus={self.head_cpus}", "--include-dashboard=false",
-                                  f"--temp-dir={self.ray_temp}"], self.port + 10)
-        self.wait_for(1)
+        self._join("127.0.0.2", ["--head", f"--port={self.port}", f"--num-cpus={self.head_cpus}", "--include-dashboard=false",
+                                 f"--temp-dir={self.ray_temp}"], self.port + 10, 1)
         for i in range(self.workers):
-            self._start(f"127.0.0.{3 + i}", [f"--address={self.address}", f"--num-cpus={self.cpus}"],
-                        self.port + 110 + 100 * i)
-            self.wait_for(2 + i)
+            self._join(f"127.0.0.{3 + i}", [f"--address={self.address}", f"--num-cpus={self.cpus}"],
+                       self.port + 110 + 100 * i, 2 + i)
         return self
 
     def kill_node(self, ip: str) -> dict[int, str]:
