@@ -211,9 +211,9 @@ submit: $(ZIP) $(PIPELINE) ## verify the bundle, register data + bundle, start $
 # `make report STAGES="base sft rl" BASELINE=sft` compares them; REPORT_ARGS="--reward-log rl=FILE" adds a run's reward curve.
 # Grading uses every core this process may use; WORKERS=N sets the worker processes (WORKERS=1: one process).
 WORKERS ?=
-grade: $(ZIP) ## grade STAGE's completions ($(OUT)/completions/STAGE.jsonl, or COMPLETIONS=FILE) on $(OUT)/data/eval.jsonl into $(OUT)/results/STAGE.jsonl, on every core (WORKERS=N)
+grade: $(ZIP) ## grade STAGE's completions ($(OUT)/completions/STAGE.jsonl, or COMPLETIONS=FILE) on $(OUT)/data/eval.jsonl into $(OUT)/results/STAGE.jsonl, on every core (WORKERS=N); the search's databases kept in $(OUT)/cache/search for the next stage (SEARCH_CACHE=DIR|off)
 	@test -n "$(STAGE)" || { echo "make grade: give STAGE=<name> (e.g. STAGE=sft)" >&2; exit 2; }
-	$(HARNESS) grade --data $(OUT) --zip $(ZIP) --stage $(STAGE) $(if $(COMPLETIONS),--completions $(COMPLETIONS)) $(if $(WORKERS),--workers $(WORKERS))
+	$(HARNESS) grade --data $(OUT) --zip $(ZIP) --stage $(STAGE) $(if $(COMPLETIONS),--completions $(COMPLETIONS)) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SEARCH_CACHE),--search-cache $(SEARCH_CACHE))
 
 report: setup ## compare STAGES="base sft rl" (their results in $(OUT)/results/) against BASELINE; print the table, write $(OUT)/report.md and $(OUT)/report.html
 	@test -n "$(STAGES)" || { echo "make report: give STAGES=\"base sft ...\" (graded with make grade STAGE=...)" >&2; exit 2; }

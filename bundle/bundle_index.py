@@ -55,7 +55,7 @@ import warnings
 from collections.abc import Mapping
 
 try:
-    from . import gold_results, neighbour_invariants, neighbour_source, reward_shapes, sql_functions
+    from . import gold_results, neighbour_invariants, neighbour_source, reward_shapes, search_disk, sql_functions
     from .scoring_errors import HINT_IGNORED_WARNING, BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError
     from .scoring_limits import DEFAULT_LIMITS, Limits
 except ImportError:  # run as a standalone file
@@ -63,6 +63,7 @@ except ImportError:  # run as a standalone file
     import neighbour_invariants  # type: ignore[no-redef]
     import neighbour_source  # type: ignore[no-redef]
     import reward_shapes  # type: ignore[no-redef]
+    import search_disk  # type: ignore[no-redef]
     import sql_functions  # type: ignore[no-redef]
     from scoring_errors import BundleDataError, DatabaseUnavailableError, RowResolutionError, StaleBundleError  # type: ignore[no-redef]
     from scoring_limits import DEFAULT_LIMITS, Limits  # type: ignore[no-redef]
@@ -134,6 +135,7 @@ class BundleData:
         self._neighbour_results = index.get("neighbour_results") or {}
         self._invariants = index.get("invariants") or {}
         self._search_sources: dict[str, tuple] = {}
+        self._search_fingerprints: dict[str, str] = {}
         self.cost_model = index.get("cost_model")
         self.reward_shape = _reward_shape(index)  # None: binary, the reward pays the verdict's score
         self.stored_results_usable = self.sqlite_version == sqlite3.sqlite_version
@@ -217,6 +219,16 @@ class BundleData:
             finally:
                 conn.close()
             self._search_sources[db_id] = found
+        return found
+
+    def search_fingerprint(self, db_id: str, stored: dict) -> str:
+        """``search_disk.fingerprint`` of a database, once per process; empty (nothing kept on disk)
+        unless ``SPIDER_SCORING_SEARCH_CACHE`` names a folder."""
+        if search_disk.from_env() is None:
+            return ""
+        found = self._search_fingerprints.get(db_id)
+        if found is None:
+            found = self._search_fingerprints[db_id] = search_disk.fingerprint(self.databases[db_id]["sha256"], stored)
         return found
 
     def gold_result(self, resolved: Resolved, limits: Limits) -> gold_results.GoldResult | None:

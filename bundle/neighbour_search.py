@@ -31,7 +31,9 @@ judges it on further databases drawn for that gold, one at a time (``search``):
   is never a mismatch. The wall-clock guard firing is unscored, as everywhere.
 
 So the verdict is a pure function of (completion, row, bundle, settings): the databases a search
-uses are the same whether it builds them or finds them built, in any order of predictions.
+uses are the same whether it builds them or finds them built, in any order of predictions. Where
+``SPIDER_SCORING_SEARCH_CACHE`` names a folder and the task carries a fingerprint, the databases
+built are kept there for later processes (``search_disk``), which copy them instead of drawing them.
 A prediction whose text is the gold's (whitespace aside) is not searched: it cannot differ.
 """
 
@@ -44,7 +46,7 @@ import threading
 from typing import NamedTuple
 
 try:
-    from . import gold_results, neighbour_proof, sql_guard
+    from . import gold_results, neighbour_proof, search_disk, sql_guard
     from . import neighbour_invariants as inv
     from . import neighbour_search_cache as cache
     from . import neighbour_values as nv
@@ -58,6 +60,7 @@ except ImportError:  # run as a standalone file
     import neighbour_proof  # type: ignore[no-redef]
     import neighbour_search_cache as cache  # type: ignore[no-redef]
     import neighbour_values as nv  # type: ignore[no-redef]
+    import search_disk  # type: ignore[no-redef]
     import sql_guard  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
     from neighbour_fuzz import Fuzzer  # type: ignore[no-redef]
@@ -87,6 +90,7 @@ class Task:
     gold: str
     profile: inv.Profile
     source: Original
+    fingerprint: str = ""  # ``search_disk.fingerprint``: the bundle and the original (empty: nothing kept on disk)
 
 
 def _normal(sql: str) -> str:
@@ -264,6 +268,8 @@ class _Builder:
         self.drawn, self.added = drawn, added
         self.fuzzers: dict[int, Fuzzer] = {}
         self.listed_by = neighbour_proof.listed_by(task.profile, task.gold)  # names the gold lists by
+        self.disk = search_disk.from_env() if task.fingerprint else None
+        self.disk_name = search_disk.set_name((task.fingerprint, task.gold, limits, added)) if self.disk else ""
 
     def __call__(self, attempt: int) -> cache.SearchDatabase | None:
         """Database ``attempt`` of the set, with the gold's result there; None where the gold may not
@@ -271,19 +277,35 @@ class _Builder:
         it took against what it has left)."""
         task = self.task
         plan = attempt % len(PLANS)
+        if self.disk is not None:
+            found = self.disk.load(self.disk_name, attempt, lambda record, kept: _entry(record, kept, plan))
+            if found is not search_disk.MISSING:
+                return found  # type: ignore[return-value]
+        text = _set_seed(task, self.added, attempt)
+        path = self.store.path(text)
         fuzzer = self.fuzzers.get(plan)
         if fuzzer is None:
             fuzzer = self.fuzzers[plan] = Fuzzer(task.source, task.profile, dataclasses.replace(self.drawn, **PLANS[plan]))
-        text = _set_seed(task, self.added, attempt)
-        path = self.store.path(text)
         kept = None
         try:
             if not self._write(fuzzer, path, text):
                 kept = self._judged(path, plan)
+            if self.disk is not None:
+                self._keep(attempt, kept)
         finally:
             if kept is None or kept.gold is None:
                 cache.remove(path)
         return kept
+
+    def _keep(self, attempt: int, kept: cache.SearchDatabase | None) -> None:
+        """Keep what attempt ``attempt`` gave in the disk folder (``search_disk``)."""
+        assert self.disk is not None
+        if kept is None:
+            self.disk.save(self.disk_name, attempt, {"kind": "none"}, None)
+        elif kept.gold is None:
+            self.disk.save(self.disk_name, attempt, {"kind": "over_budget"}, None)
+        else:
+            self.disk.save(self.disk_name, attempt, {"kind": "kept", "gold": gold_results.to_json(kept.gold)}, kept.path)
 
     def _write(self, fuzzer: Fuzzer, path: str, text: str) -> list[str]:
         """Build the file (``Fuzzer.build``); where the folder is full, once more after the store let
@@ -323,6 +345,20 @@ class _Builder:
             finally:
                 conn.close()
         return cache.SearchDatabase(path, gold, plan)
+
+
+def _entry(record: dict, path: str | None, plan: int) -> cache.SearchDatabase | None:
+    """What a kept attempt gave (``_Builder._keep``): its database, read where the disk folder keeps
+    it (never removed by the store), or None."""
+    kind = record["kind"]
+    if kind == "none":
+        return None
+    if kind == "over_budget":
+        return cache.SearchDatabase("", None, plan)
+    gold = gold_results.from_json(record["gold"]) if kind == "kept" and path is not None else None
+    if gold is None:
+        raise ValueError(f"a kept search database of an unknown kind {kind!r}")
+    return cache.SearchDatabase(path, gold, plan, owned=False)  # type: ignore[arg-type]
 
 
 def _fair(database: cache.SearchDatabase, task: Task, drawn: Focus, added: Own) -> bool:

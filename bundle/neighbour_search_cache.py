@@ -60,10 +60,11 @@ class SearchDatabase:
     checks): a function of the file, whoever asks first.
     """
 
-    __slots__ = ("path", "gold", "plan", "facts")
+    __slots__ = ("path", "gold", "plan", "facts", "owned")
 
-    def __init__(self, path: str, gold: gold_results.GoldResult | None, plan: int) -> None:
+    def __init__(self, path: str, gold: gold_results.GoldResult | None, plan: int, owned: bool = True) -> None:
         self.path, self.gold, self.plan = path, gold, plan
+        self.owned = owned  # False: read where a disk folder keeps it (``search_disk``): never removed here
         self.facts: dict[Hashable, object] = {}
 
 
@@ -91,13 +92,14 @@ class SearchSet:
         with self._lock:
             while len(self._databases) <= i:
                 made = build(len(self._databases))
-                if made is not None and made.gold is not None:
+                if made is not None and made.gold is not None and made.owned:
                     self._store._grew(self, os.path.getsize(made.path))
                 self._databases.append(made)
             return self._databases[i]
 
     def paths(self) -> list[str]:
-        return [d.path for d in self._databases if d is not None and d.gold is not None]
+        """The files of the set's databases the store removes with it (not those a disk folder keeps)."""
+        return [d.path for d in self._databases if d is not None and d.gold is not None and d.owned]
 
 
 class Store:

@@ -332,6 +332,7 @@ def _search(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limi
     if stored is None:
         return None  # a database built without neighbours: scored on the original (and nothing more)
     profile, source = data.search_source(resolved.db_id, stored)
-    task = neighbour_search.Task(resolved.db_id, resolved.sha256, resolved.gold, profile, source)
+    task = neighbour_search.Task(resolved.db_id, resolved.sha256, resolved.gold, profile, source,
+                                 data.search_fingerprint(resolved.db_id, stored))
     return lambda sql, known: neighbour_search.remembered(task, sql, known, limits)
 

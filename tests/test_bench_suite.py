@@ -208,9 +208,15 @@ def test_the_published_family_grades_each_system_s_answers_beside_the_evaluator_
     assert f["grader"]["wrong"]["pairs"] == 6 and f["evaluator"]["all"]["pairs_per_s"] > 0
     assert len(fake_evaluator.module.CALLS) == 12  # once a pair
     assert f["every_core"]["processes"] == 2 and f["every_core"]["same_verdicts"]
+    first, second, second_every = f["every_core"], f["second_one_core"], f["second_every_core"]
+    assert first["kept"] > 0 and first["read"] == 0  # the right answers' searches built and kept their databases
+    assert second["processes"] == 1 and second["same_verdicts"] and second_every["same_verdicts"]
+    assert second["read"] == first["kept"] and second["kept"] == 0 == second_every["kept"]
+    assert second["right"]["pairs"] == 6 == second["wrong"]["pairs"]
     published.print_figures(f)
     out = capsys.readouterr().out
     assert "grader on every core / evaluator on one" in out and "verdicts the same as on one core" in out
+    assert "a second stage: grader / evaluator, one core" in out
 
 
 def test_the_published_family_without_predictions_or_rows_says_what_to_give(tmp_path, capsys):

@@ -181,3 +181,21 @@ def test_shards_cover_every_row_once_in_order():
             spans = grader_pool.shards(rows, workers)
             assert [i for a, b in spans for i in range(a, b)] == list(range(rows))
             assert all(0 < b - a <= grader_pool.MOST_ROWS_A_SHARD for a, b in spans)
+
+
+def test_a_second_stage_reads_the_search_databases_the_first_kept_with_the_same_results(data, capsys):
+    """`grade` keeps the search's databases in DATA/cache/search: the next stage finds every one of
+    them (none written again) and writes the same results; `--search-cache off` keeps nothing."""
+    folder = data / "cache" / "search"
+    first, second, off = data / "first.jsonl", data / "second.jsonl", data / "off.jsonl"
+    assert grade(data, "s", "--completions", str(BASE_COMPLETIONS), "--output", str(first)) == 0
+    assert f"in {folder}" in capsys.readouterr().out
+    kept = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    assert any(p.suffix == ".sqlite" for p in kept)
+    assert grade(data, "s", "--completions", str(BASE_COMPLETIONS), "--output", str(second)) == 0
+    assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()} == kept
+    assert second.read_bytes() == first.read_bytes()
+    capsys.readouterr()
+    assert grade(data, "s", "--completions", str(BASE_COMPLETIONS), "--output", str(off), "--search-cache", "off") == 0
+    assert "search databases kept" not in capsys.readouterr().out
+    assert off.read_bytes() == first.read_bytes()

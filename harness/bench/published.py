@@ -14,7 +14,11 @@ evaluator's execution match (harness.bench.evaluator), on the first staged dev r
   included; the evaluator runs both queries on every call, which is how it works;
 * **every core**: the grader alone, the rows dealt in contiguous blocks to one spawned process a
   usable core, each grading its block as above; wall time from the first process started to the
-  last one done. Its verdicts must be the one-core run's, pair for pair.
+  last one done. Its verdicts must be the one-core run's, pair for pair. These processes keep the
+  search's databases in a fresh folder (``SPIDER_SCORING_SEARCH_CACHE``, as ``grade`` does);
+* **a second stage**: the same pairs graded again by new processes reading that folder (a later
+  stage or checkpoint of the same eval rows): on one spawned process, right and wrong apart, and
+  on every core. Verdicts again the one-core run's.
 
 Right and wrong answers are told apart by the evaluator's verdict (a match on the original) where
 it is measured, by the grader's verdict on the original otherwise.
@@ -25,14 +29,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bundle import neighbour_search, scoring_entry
+from bundle import neighbour_search, scoring_entry, search_disk
 from bundle.scoring_errors import ScoringInfrastructureError
 from harness.bench.evaluator import Evaluator
 from harness.bench.overturns import read_predictions
+from harness.common import search_cache
 from harness.common.cores import usable_cores
 from harness.common.processes import map_in_processes
 
@@ -75,9 +81,31 @@ def grade(root: str, pair: Pair) -> tuple[float | None, float | None]:
     return verdict.score, verdict.original_score
 
 
-def _grade_block(task: tuple[str, list[Pair]]) -> list[float | None]:
+def _grade_block(task: tuple[str, list[Pair]]) -> tuple[list[tuple[float | None, float, float]], int, int]:
+    """(verdict, wall s, CPU s) of each pair, graded in this (spawned) process; and how many search
+    databases it read from the disk folder and kept there."""
     root, pairs = task
-    return [grade(root, p)[0] for p in pairs]
+    out = []
+    for p in pairs:
+        wall, cpu = time.perf_counter(), time.process_time()
+        score = grade(root, p)[0]
+        out.append((score, time.perf_counter() - wall, time.process_time() - cpu))
+    disk = search_disk.from_env()
+    return out, disk.hits if disk else 0, disk.saved if disk else 0
+
+
+def _spread(root: Path, by_row: dict[int, list[Pair]], cores: int) -> tuple[list[tuple[float | None, float, float]], dict]:
+    """Every pair graded on ``cores`` spawned processes, contiguous blocks of rows each: per pair
+    verdict and times, and the run's figure (processes, wall time, search databases read and kept)."""
+    order = sorted(by_row)
+    size = -(-len(order) // cores)
+    blocks = [[p for k in order[i:i + size] for p in by_row[k]] for i in range(0, len(order), size)]
+    started = time.perf_counter()
+    spread = map_in_processes(_grade_block, [(str(root), block) for block in blocks], cores, spawn=True)
+    wall = time.perf_counter() - started
+    results = [v for block, _, _ in spread for v in block]
+    return results, {"processes": len(blocks), "wall_s": wall, "pairs_per_s": len(results) / wall,
+                     "read": sum(r for _, r, _ in spread), "kept": sum(k for _, _, k in spread)}
 
 
 def run(root: Path, spider: Path, rows: Sequence[dict], files: Sequence[Path], evaluator: Evaluator | None,
@@ -124,17 +152,17 @@ def run(root: Path, spider: Path, rows: Sequence[dict], files: Sequence[Path], e
             figures[name] = {kind: _times([t for t, r in zip(times, right) if keep(r)])
                              for kind, keep in (("all", lambda r: True), ("right", bool), ("wrong", lambda r: not r))}
     cores = cores or usable_cores()
-    say(f"  published: the grader again on {cores} processes")
-    order = sorted(by_row)
-    size = -(-len(order) // cores)
-    blocks = [[p for k in order[i:i + size] for p in by_row[k]] for i in range(0, len(order), size)]
-    neighbour_search.forget()
-    started = time.perf_counter()
-    spread = map_in_processes(_grade_block, [(str(root), block) for block in blocks], cores)
-    wall = time.perf_counter() - started
-    again = [v for block in spread for v in block]
-    figures["every_core"] = {"processes": len(blocks), "wall_s": wall, "pairs_per_s": len(pairs) / wall,
-                             "same_verdicts": again == verdicts}
+    with tempfile.TemporaryDirectory(prefix="published-search-") as folder, search_cache.keeping(folder):
+        for name, processes in (("every_core", cores), ("second_one_core", 1), ("second_every_core", cores)):
+            say(f"  published: the grader again on {processes} process(es)"
+                + (", the search's databases read from the first run's folder" if name.startswith("second") else ""))
+            again, figure = _spread(root, by_row, processes)
+            figures[name] = {**figure, "same_verdicts": [v for v, _, _ in again] == verdicts}
+            if name == "second_one_core":
+                taken_again = [(w, c) for _, w, c in again]
+                figures[name].update({kind: _times([t for t, r in zip(taken_again, right) if keep(r)])
+                                      for kind, keep in (("all", lambda r: True), ("right", bool),
+                                                         ("wrong", lambda r: not r))})
     return figures
 
 
@@ -147,6 +175,10 @@ def _times(taken: list[tuple[float, float]]) -> dict:
 
 def _rate(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}" if x < 10 else f"{x:,.0f}"
+
+
+def _same(figure: dict) -> str:
+    return "the same as" if figure["same_verdicts"] else "NOT the same as"
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -170,8 +202,14 @@ def print_figures(f: dict) -> None:
             f"{kind} {_rate(s[kind]['pairs_per_s'])}/s [{_rate(s[kind]['pairs_per_cpu_s'])}/s] median "
             f"{_rate(s[kind]['median_ms'])} ms" for kind in ("all", "right", "wrong")))
     e, g, every = f.get("evaluator"), f["grader"], f["every_core"]
+    second, second_every = f["second_one_core"], f["second_every_core"]
     print(f"  grader     every core: {every['processes']} processes, {_rate(every['pairs_per_s'])}/s of wall time; "
-          f"verdicts {'the same as' if every['same_verdicts'] else 'NOT the same as'} on one core")
+          f"verdicts {_same(every)} on one core; {every['kept']:,} search databases kept in a folder")
+    print("  grader     a second stage, the search's databases read from that folder: one process: " + ", ".join(
+        f"{kind} {_rate(second[kind]['pairs_per_s'])}/s [{_rate(second[kind]['pairs_per_cpu_s'])}/s]"
+        for kind in ("all", "right", "wrong")) + f"; every core ({second_every['processes']} processes) "
+        f"{_rate(second_every['pairs_per_s'])}/s; {second['read']:,} read, {second['kept']:,} built again; verdicts "
+        f"{_same(second)} and {_same(second_every)} on one core")
     if e is not None:
         for key, what in (("pairs_per_s", "wall"), ("pairs_per_cpu_s", "CPU")):
             print(f"  grader / evaluator, one core, pairs a second of {what} time: " + ", ".join(
@@ -179,4 +217,7 @@ def print_figures(f: dict) -> None:
                 + " (target: at least 0.5)")
         print(f"  grader on every core / evaluator on one, pairs a second of wall time: "
               f"{_ratio(every['pairs_per_s'], e['all']['pairs_per_s'])} (target: more than 1)")
+        print("  a second stage: grader / evaluator, one core, pairs a second of wall time: " + ", ".join(
+            f"{kind} {_ratio(second[kind]['pairs_per_s'], e[kind]['pairs_per_s'])}" for kind in ("all", "right", "wrong"))
+            + f"; grader on every core / evaluator on one: {_ratio(second_every['pairs_per_s'], e['all']['pairs_per_s'])}")
         print(f"  the evaluator: {f['checkout']['folder']} (commit {f['checkout']['commit'] or 'unknown'})")

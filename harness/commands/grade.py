@@ -1,7 +1,7 @@
 """`grade`: score a file of model completions on the eval split with the bundle zip, on this machine.
 
     python3 -m harness grade --stage sft [--data out] [--zip ZIP] [--completions FILE] [--output FILE] [--workers N]
-                             [--ray auto|HOST:PORT [--ray-workers N] [--ray-shard-rows N]]
+                             [--search-cache DIR|off] [--ray auto|HOST:PORT [--ray-workers N] [--ray-shard-rows N]]
 
 Reads ``DATA/data/eval.jsonl`` and the stage's completions (default ``DATA/completions/STAGE.jsonl``;
 harness.common.completions says which line shapes are read, one completion per row), loads the zip
@@ -14,6 +14,11 @@ error, never a 0. The rows are graded on every core this process may use (``--wo
 (harness.emulator.grader_pool), with the same results in the same order as one process. With
 ``--ray`` the same path runs sharded over Ray workers (harness.raygrade.backend), with the same
 results in the same order.
+
+The counterexample search's databases are kept in ``DATA/cache/search`` (``--search-cache DIR``;
+``off``: nothing kept), by the bundle's own key (bundle/search_disk.py): a later stage or checkpoint
+graded on the same eval rows reads them instead of building them again, with the same verdicts.
+Ray workers keep nothing unless their nodes' environment names a folder.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import options
-from harness.common import bundle_zip
+from harness.common import bundle_zip, search_cache
 from harness.common.files import check_writable_file
 from harness.common.layout import GIVEN_COMPLETIONS, Prepared, require
 from harness.common.results import RowResult, write_results
@@ -39,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one model completion per eval row (default: DATA/completions/STAGE.jsonl)")
     options.add_output(parser, "the per-row results file to write (default: DATA/results/STAGE.jsonl)")
     options.add_grade_workers(parser)
+    parser.add_argument("--search-cache", metavar="DIR|off",
+                        help="where the counterexample search's databases are kept for the next stage graded "
+                             "(default: DATA/cache/search; off: nothing kept); the verdicts are the same either way")
     options.add_ray(parser)
 
 
@@ -53,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
     target = check_writable_file(args.output or prepared.results(args.stage), f"the {args.stage} results")
     ray = options.ray_options_of(args)
     workers = options.grade_workers_of(args)
+    folder = None if args.search_cache == search_cache.OFF else Path(args.search_cache or prepared.search_cache())
     if ray is None:
-        document = job_grader(zip_path, prepared, completions, workers=workers)
+        with search_cache.keeping(folder):
+            document = job_grader(zip_path, prepared, completions, workers=workers)
     else:
         document = backend.job_grader(zip_path, prepared, completions, options=ray, progress_stream=sys.stderr)
         print(options.ray_line(document["ray"]))
@@ -68,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     if scored:
         correct = sum(1 for r in scored if r.score == 1)
         print(f"execution accuracy {correct / len(scored):.3f} ({correct}/{len(scored)} scored rows)")
+    if ray is None and folder is not None:
+        kept, size = search_cache.size(folder)
+        print(f"search databases kept for the next stage: {kept:,} attempts ({size / 2**20:,.1f} MiB) in {folder}")
     if summary["unscored"]:
         print(f"warning: {summary['unscored']} row(s) unscored (gold or infrastructure errors, see their detail); "
               "fix the bundle or the split and grade again", file=sys.stderr)

@@ -22,11 +22,12 @@ Result = TypeVar("Result")
 
 
 def map_in_processes(function: Callable[[Item], Result], items: Sequence[Item],
-                     processes: int | None = None) -> list[Result]:
+                     processes: int | None = None, spawn: bool = False) -> list[Result]:
     """``[function(item) for item in items]``, on up to ``processes`` (default: the usable cores)
-    spawned processes; in this one when one would do. ``function`` must be a module-level function."""
+    spawned processes; in this one when one would do, unless ``spawn`` (a fresh process even for
+    one). ``function`` must be a module-level function."""
     count = min(processes or usable_cores(), len(items))
-    if count <= 1:
+    if count <= 1 and not (spawn and items):
         return [function(item) for item in items]
     with concurrent.futures.ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(function, items))

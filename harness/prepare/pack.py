@@ -57,6 +57,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "scoring_entry.py",
     "scoring_errors.py",
     "scoring_limits.py",
+    "search_disk.py",
     "search_folder.py",
     "sql_compare.py",
     "sql_connection.py",
