@@ -33,7 +33,7 @@ judges it on further databases drawn for that gold, one at a time (``search``):
 So the verdict is a pure function of (completion, row, bundle, settings): the databases a search
 uses are the same whether it builds them or finds them built, in any order of predictions. Where
 ``SPIDER_SCORING_SEARCH_CACHE`` names a folder and the task carries a fingerprint, the databases
-built are kept there for later processes (``search_disk``), which copy them instead of drawing them.
+built are kept there for later processes (``search_disk``), which read them there instead of drawing them.
 A prediction whose text is the gold's (whitespace aside) is not searched: it cannot differ.
 """
 

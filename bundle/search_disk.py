@@ -17,7 +17,7 @@ What is read back is what was built: each entry is written to a temporary name a
 place, its database first and the record naming the database's SHA-256 last; a record whose
 database is gone or has another digest is a miss, and the database is drawn again. The folder
 saves time and never changes a verdict: a folder that cannot be read or written is a miss, never
-an error. Nothing is removed from it; delete it to reclaim the space (a Spider gold's databases
+an error. Nothing is removed from it; delete it between runs to reclaim the space (a Spider gold's databases
 take about 0.4 to 2 MB).
 """
 

@@ -186,3 +186,12 @@ print(json.dumps({"verdicts": out, "hits": disk.hits, "saved": disk.saved}))
     assert first["saved"] > 0 and first["hits"] == 0
     assert second["hits"] == first["saved"] and second["saved"] == 0
     assert second["verdicts"] == first["verdicts"]
+
+
+def test_the_harness_names_the_folder_by_the_bundle_s_own_variable(tmp_path):
+    from harness.common import search_cache
+    assert search_cache.ENV == search_disk.ENV
+    with search_cache.keeping(tmp_path):
+        disk = search_disk.from_env()
+        assert disk is not None and disk.folder == str(tmp_path)
+    assert search_disk.ENV not in os.environ or os.environ[search_disk.ENV] != str(tmp_path)

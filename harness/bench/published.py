@@ -157,7 +157,8 @@ def run(root: Path, spider: Path, rows: Sequence[dict], files: Sequence[Path], e
             say(f"  published: the grader again on {processes} process(es)"
                 + (", the search's databases read from the first run's folder" if name.startswith("second") else ""))
             again, figure = _spread(root, by_row, processes)
-            figures[name] = {**figure, "same_verdicts": [v for v, _, _ in again] == verdicts}
+            figures[name] = {**figure, "same_verdicts": [v for v, _, _ in again] == verdicts,
+                             "folder_bytes": search_cache.size(Path(folder))[1]}
             if name == "second_one_core":
                 taken_again = [(w, c) for _, w, c in again]
                 figures[name].update({kind: _times([t for t, r in zip(taken_again, right) if keep(r)])
@@ -204,12 +205,14 @@ def print_figures(f: dict) -> None:
     e, g, every = f.get("evaluator"), f["grader"], f["every_core"]
     second, second_every = f["second_one_core"], f["second_every_core"]
     print(f"  grader     every core: {every['processes']} processes, {_rate(every['pairs_per_s'])}/s of wall time; "
-          f"verdicts {_same(every)} on one core; {every['kept']:,} search databases kept in a folder")
+          f"verdicts {_same(every)} on one core; {every['kept']:,} search attempts kept in a folder "
+          f"({every['folder_bytes'] / 2**20:,.0f} MiB)")
     print("  grader     a second stage, the search's databases read from that folder: one process: " + ", ".join(
         f"{kind} {_rate(second[kind]['pairs_per_s'])}/s [{_rate(second[kind]['pairs_per_cpu_s'])}/s]"
         for kind in ("all", "right", "wrong")) + f"; every core ({second_every['processes']} processes) "
         f"{_rate(second_every['pairs_per_s'])}/s; {second['read']:,} read, {second['kept']:,} built again; verdicts "
-        f"{_same(second)} and {_same(second_every)} on one core")
+        + ("the same as on one core, on both" if second["same_verdicts"] and second_every["same_verdicts"] else
+           f"on one process {_same(second)}, on every core {_same(second_every)} on one core"))
     if e is not None:
         for key, what in (("pairs_per_s", "wall"), ("pairs_per_cpu_s", "CPU")):
             print(f"  grader / evaluator, one core, pairs a second of {what} time: " + ", ".join(

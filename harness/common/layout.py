@@ -14,7 +14,7 @@ folder through ``--data DIR`` and writes its own product there unless ``--output
 | ``submission.json`` | the started pipeline's id and its inputs' SHA-256 | ``make submit`` |
 | ``completions/<stage>.jsonl`` | a model's answers on the eval split | you (the trainer's export) |
 | ``results/<stage>.jsonl`` | per-row results of a stage | ``make grade STAGE=<stage>`` |
-| ``cache/search/`` | the counterexample search's databases, kept for the next stage (delete at will) | the same |
+| ``cache/search/`` | the counterexample search's databases, kept for the next stage (delete between runs) | the same |
 | ``exports/<format>/<split>.jsonl`` | a split as TRL's or verl's dataset rows | ``python3 -m harness export --format trl`` |
 
 A missing input is an InputError that names the command making it (``require``).

@@ -12,26 +12,25 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from bundle import search_disk
-
+ENV = "SPIDER_SCORING_SEARCH_CACHE"  # bundle/search_disk.py's ENV (common imports nothing of the bundle)
 OFF = "off"  # ``--search-cache off``: nothing kept
 
 
 @contextlib.contextmanager
 def keeping(folder: Path | str | None) -> Iterator[None]:
     """``SPIDER_SCORING_SEARCH_CACHE`` set to ``folder`` (unset: None) inside, as it was after."""
-    before = os.environ.get(search_disk.ENV)
+    before = os.environ.get(ENV)
     if folder is None:
-        os.environ.pop(search_disk.ENV, None)
+        os.environ.pop(ENV, None)
     else:
-        os.environ[search_disk.ENV] = str(folder)
+        os.environ[ENV] = str(folder)
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop(search_disk.ENV, None)
+            os.environ.pop(ENV, None)
         else:
-            os.environ[search_disk.ENV] = before
+            os.environ[ENV] = before
 
 
 def size(folder: Path) -> tuple[int, int]:
