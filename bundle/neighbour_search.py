@@ -190,6 +190,22 @@ def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limi
     return found or verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", walk.tried, walk.steps)
 
 
+def prebuild(task: Task, original: gold_results.GoldResult, limits: Limits, store: cache.Store | None = None) -> int:
+    """Build the gold's own set (every database a search of one of its predictions may use from it)
+    ahead of any prediction, as a search would: with a fingerprint and ``SPIDER_SCORING_SEARCH_CACHE``,
+    they are kept on disk for the processes that grade later. The databases built or read. A database
+    whose gold run hits the wall-clock guard ends it (the search would be unscored there)."""
+    store = cache.STORE if store is None else store
+    build = _Builder(task, original, limits, store, focus(task, task.gold), None)
+    with store.lease(_key(task, limits, None), (task.profile, task.source)) as shared:
+        for i in range(limits.search_databases):
+            try:
+                shared.database(i, build)
+            except _Unscored:
+                return i
+    return limits.search_databases
+
+
 class _Unscored(Exception):
     """The gold's run on a database being built hit the wall-clock guard or a broken file."""
 

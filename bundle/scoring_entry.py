@@ -290,6 +290,23 @@ def _plan(data: bundle_index.BundleData, call: RowCall, limits: Limits, caller: 
     return plan
 
 
+def prebuild_search(gold: str, db_id: str, root: str | None = None, limits: Limits | None = None) -> int:
+    """Build the grader's search databases of a row's gold ahead of its predictions
+    (``neighbour_search.prebuild``): 0 where the grader would not search that row (a disputed gold,
+    a database without neighbours, the search off), else the databases built or read."""
+    limits = current_limits() if limits is None else limits
+    data = bundle_index.load(root)
+    resolved = data.resolve_by_hints(gold, db_id, None) or data.resolve_by_gold(gold, db_id, None, None)
+    task = _search_task(data, resolved, limits, "grader") if data.disputed(resolved) is None else None
+    if task is None:
+        return 0
+    original = data.gold_result(resolved, limits)
+    if original is None:
+        original, _cached = data.cache.get((resolved.sha256, resolved.gold, limits.float_digits),
+                                           lambda: verify_mod.gold_result(resolved.gold, resolved.path, limits))
+    return neighbour_search.prebuild(task, original, limits)
+
+
 def _neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resolved,
                 limits: Limits) -> tuple[verify_mod.Neighbour, ...]:
     """The row's neighbour databases with the gold's result on each (stored, or run once per process)."""
@@ -325,6 +342,15 @@ def _load_neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resol
 def _search(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limits: Limits,
             caller: str) -> Callable[[str, gold_results.GoldResult], verify_mod.Searched] | None:
     """The row's counterexample search, when the settings want one for ``caller`` and the bundle can."""
+    task = _search_task(data, resolved, limits, caller)
+    if task is None:
+        return None
+    return lambda sql, known: neighbour_search.remembered(task, sql, known, limits)
+
+
+def _search_task(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limits: Limits,
+                 caller: str) -> neighbour_search.Task | None:
+    """The row's search task, when the settings want a search for ``caller`` and the bundle can."""
     wanted = limits.search == "always" or (limits.search == "grader" and caller == "grader")
     if not wanted or limits.semantics != "neighbours":
         return None
@@ -332,7 +358,6 @@ def _search(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limi
     if stored is None:
         return None  # a database built without neighbours: scored on the original (and nothing more)
     profile, source = data.search_source(resolved.db_id, stored)
-    task = neighbour_search.Task(resolved.db_id, resolved.sha256, resolved.gold, profile, source,
+    return neighbour_search.Task(resolved.db_id, resolved.sha256, resolved.gold, profile, source,
                                  data.search_fingerprint(resolved.db_id, stored))
-    return lambda sql, known: neighbour_search.remembered(task, sql, known, limits)
 

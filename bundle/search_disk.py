@@ -39,22 +39,26 @@ MISSING = object()  # ``Disk.load``: nothing kept for this attempt
 
 
 def code_digest() -> str:
-    """SHA-256 of the bundle's Python files (this folder's ``*.py``), read once per process; empty
-    where they cannot be listed (imported from a zip): then nothing is kept."""
+    """``folder_digest`` of the bundle's own folder, read once per process; empty where it cannot be
+    listed (imported from a zip): then nothing is kept."""
     if not _code:
-        here = os.path.dirname(os.path.abspath(__file__))
-        digest = hashlib.sha256()
         try:
-            for name in sorted(os.listdir(here)):
-                if name.endswith(".py"):
-                    with open(os.path.join(here, name), "rb") as handle:
-                        body = handle.read()
-                    digest.update(f"{name}\0{len(body)}\0".encode())
-                    digest.update(body)
-            _code.append(digest.hexdigest())
+            _code.append(folder_digest(os.path.dirname(os.path.abspath(__file__))))
         except OSError:
             _code.append("")
     return _code[0]
+
+
+def folder_digest(folder: str) -> str:
+    """SHA-256 of a folder's Python files (``*.py``: names and bytes, in name order)."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), "rb") as handle:
+                body = handle.read()
+            digest.update(f"{name}\0{len(body)}\0".encode())
+            digest.update(body)
+    return digest.hexdigest()
 
 
 _code: list[str] = []

@@ -213,10 +213,15 @@ def test_the_published_family_grades_each_system_s_answers_beside_the_evaluator_
     assert second["processes"] == 1 and second["same_verdicts"] and second_every["same_verdicts"]
     assert second["read"] == first["kept"] and second["kept"] == 0 == second_every["kept"]
     assert second["right"]["pairs"] == 6 == second["wrong"]["pairs"]
+    pre, pre_one = f["prebuilt"], f["prebuilt_one_core"]
+    assert pre["golds"] == 6 and pre["databases"] == 24 * 6  # every gold's own set, as prepare draws it
+    assert pre_one["read"] > 0 and pre_one["same_verdicts"] and f["prebuilt_every_core"]["same_verdicts"]
+    assert pre_one["kept"] == 0  # the right answers add nothing to their golds: nothing left to build
     published.print_figures(f)
     out = capsys.readouterr().out
     assert "grader on every core / evaluator on one" in out and "verdicts the same as on one core" in out
     assert "a second stage: grader / evaluator, one core" in out
+    assert "a first stage after prepare's draw: grader / evaluator, one core" in out
 
 
 def test_the_published_family_without_predictions_or_rows_says_what_to_give(tmp_path, capsys):

@@ -18,7 +18,10 @@ evaluator's execution match (harness.bench.evaluator), on the first staged dev r
   search's databases in a fresh folder (``SPIDER_SCORING_SEARCH_CACHE``, as ``grade`` does);
 * **a second stage**: the same pairs graded again by new processes reading that folder (a later
   stage or checkpoint of the same eval rows): on one spawned process, right and wrong apart, and
-  on every core. Verdicts again the one-core run's.
+  on every core. Verdicts again the one-core run's;
+* **after prepare's draw**: the golds' own search sets drawn into a new folder as ``prepare`` draws
+  the eval split's (harness.prepare.search_prebuild, every core: its wall time is prepare's), then
+  a first stage graded reading them, on one spawned process and on every core.
 
 Right and wrong answers are told apart by the evaluator's verdict (a match on the original) where
 it is measured, by the grader's verdict on the original otherwise.
@@ -41,6 +44,7 @@ from harness.bench.overturns import read_predictions
 from harness.common import search_cache
 from harness.common.cores import usable_cores
 from harness.common.processes import map_in_processes
+from harness.prepare import search_prebuild
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,11 +164,29 @@ def run(root: Path, spider: Path, rows: Sequence[dict], files: Sequence[Path], e
             figures[name] = {**figure, "same_verdicts": [v for v, _, _ in again] == verdicts,
                              "folder_bytes": search_cache.size(Path(folder))[1]}
             if name == "second_one_core":
-                taken_again = [(w, c) for _, w, c in again]
-                figures[name].update({kind: _times([t for t, r in zip(taken_again, right) if keep(r)])
-                                      for kind, keep in (("all", lambda r: True), ("right", bool),
-                                                         ("wrong", lambda r: not r))})
+                figures[name].update(_kinds(again, right))
+    golds: dict[str, list[str]] = {}
+    for p in pairs:
+        if p.gold not in golds.setdefault(p.db_id, []):
+            golds[p.db_id].append(p.gold)
+    with tempfile.TemporaryDirectory(prefix="published-prebuilt-") as folder:
+        say(f"  published: the golds' search sets drawn as prepare draws them, on {cores} processes")
+        figures["prebuilt"] = search_prebuild.prebuild(root, Path(folder), processes=cores, golds=golds)
+        with search_cache.keeping(folder):
+            for name, processes in (("prebuilt_one_core", 1), ("prebuilt_every_core", cores)):
+                say(f"  published: a first stage on {processes} process(es), reading what prepare drew")
+                again, figure = _spread(root, by_row, processes)
+                figures[name] = {**figure, "same_verdicts": [v for v, _, _ in again] == verdicts}
+                if name == "prebuilt_one_core":
+                    figures[name].update(_kinds(again, right))
     return figures
+
+
+def _kinds(graded: list[tuple[float | None, float, float]], right: list[bool]) -> dict:
+    """``_times`` of all, right and wrong answers, from per-pair (verdict, wall, CPU)."""
+    taken = [(w, c) for _, w, c in graded]
+    return {kind: _times([t for t, r in zip(taken, right) if keep(r)])
+            for kind, keep in (("all", lambda r: True), ("right", bool), ("wrong", lambda r: not r))}
 
 
 def _times(taken: list[tuple[float, float]]) -> dict:
@@ -213,6 +235,18 @@ def print_figures(f: dict) -> None:
         f"{_rate(second_every['pairs_per_s'])}/s; {second['read']:,} read, {second['kept']:,} built again; verdicts "
         + ("the same as on one core, on both" if second["same_verdicts"] and second_every["same_verdicts"] else
            f"on one process {_same(second)}, on every core {_same(second_every)} on one core"))
+    pre, pre_one, pre_every = f["prebuilt"], f["prebuilt_one_core"], f["prebuilt_every_core"]
+    if "skipped" in pre:
+        print(f"  grader     after prepare's draw: none drawn ({pre['skipped']})")
+    else:
+        print(f"  prepare    the golds' search sets drawn as prepare draws the eval split's: {pre['databases']:,} "
+              f"databases of {pre['golds']:,} golds in {pre['seconds']:.0f} s of wall time on every core")
+    print("  grader     a first stage after prepare's draw: one process: " + ", ".join(
+        f"{kind} {_rate(pre_one[kind]['pairs_per_s'])}/s [{_rate(pre_one[kind]['pairs_per_cpu_s'])}/s]"
+        for kind in ("all", "right", "wrong")) + f"; every core ({pre_every['processes']} processes) "
+        f"{_rate(pre_every['pairs_per_s'])}/s; {pre_one['read']:,} read, {pre_one['kept']:,} built; verdicts "
+        + ("the same as on one core, on both" if pre_one["same_verdicts"] and pre_every["same_verdicts"] else
+           f"on one process {_same(pre_one)}, on every core {_same(pre_every)} on one core"))
     if e is not None:
         for key, what in (("pairs_per_s", "wall"), ("pairs_per_cpu_s", "CPU")):
             print(f"  grader / evaluator, one core, pairs a second of {what} time: " + ", ".join(
@@ -223,4 +257,8 @@ def print_figures(f: dict) -> None:
         print("  a second stage: grader / evaluator, one core, pairs a second of wall time: " + ", ".join(
             f"{kind} {_ratio(second[kind]['pairs_per_s'], e[kind]['pairs_per_s'])}" for kind in ("all", "right", "wrong"))
             + f"; grader on every core / evaluator on one: {_ratio(second_every['pairs_per_s'], e['all']['pairs_per_s'])}")
+        print("  a first stage after prepare's draw: grader / evaluator, one core, pairs a second of wall time: "
+              + ", ".join(f"{kind} {_ratio(pre_one[kind]['pairs_per_s'], e[kind]['pairs_per_s'])}"
+                          for kind in ("all", "right", "wrong"))
+              + f"; grader on every core / evaluator on one: {_ratio(pre_every['pairs_per_s'], e['all']['pairs_per_s'])}")
         print(f"  the evaluator: {f['checkout']['folder']} (commit {f['checkout']['commit'] or 'unknown'})")

@@ -15,10 +15,11 @@ error, never a 0. The rows are graded on every core this process may use (``--wo
 ``--ray`` the same path runs sharded over Ray workers (harness.raygrade.backend), with the same
 results in the same order.
 
-The counterexample search's databases are kept in ``DATA/cache/search`` (``--search-cache DIR``;
-``off``: nothing kept), by the bundle's own key (bundle/search_disk.py): a later stage or checkpoint
-graded on the same eval rows reads them instead of building them again, with the same verdicts.
-Ray workers keep nothing unless their nodes' environment names a folder.
+The counterexample search's databases are kept in ``DATA/cache/search/<the bundle index's SHA-256,
+16 digits>`` (``--search-cache DIR`` for another base; ``off``: nothing kept), by the bundle's own
+key (bundle/search_disk.py): ``prepare`` drew the eval golds' sets there, and a later stage or
+checkpoint reads what an earlier one added, with the same verdicts. Ray workers keep nothing
+unless their nodes' environment names a folder.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_output(parser, "the per-row results file to write (default: DATA/results/STAGE.jsonl)")
     options.add_grade_workers(parser)
     parser.add_argument("--search-cache", metavar="DIR|off",
-                        help="where the counterexample search's databases are kept for the next stage graded "
-                             "(default: DATA/cache/search; off: nothing kept); the verdicts are the same either way")
+                        help="where the counterexample search's databases are read and kept, a subfolder per bundle "
+                             "(default: DATA/cache/search, where prepare drew the eval golds' sets; off: nothing "
+                             "read or kept); the verdicts are the same either way")
     options.add_ray(parser)
 
 
@@ -61,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     target = check_writable_file(args.output or prepared.results(args.stage), f"the {args.stage} results")
     ray = options.ray_options_of(args)
     workers = options.grade_workers_of(args)
-    folder = None if args.search_cache == search_cache.OFF else Path(args.search_cache or prepared.search_cache())
+    folder = None if args.search_cache == search_cache.OFF else \
+        search_cache.folder_for(Path(args.search_cache or prepared.search_cache()), search_cache.zip_index_sha256(zip_path))
+    before = search_cache.size(folder)[0] if folder is not None else 0
     if ray is None:
         with search_cache.keeping(folder):
             document = job_grader(zip_path, prepared, completions, workers=workers)
@@ -80,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"execution accuracy {correct / len(scored):.3f} ({correct}/{len(scored)} scored rows)")
     if ray is None and folder is not None:
         kept, size = search_cache.size(folder)
-        print(f"search databases kept for the next stage: {kept:,} attempts ({size / 2**20:,.1f} MiB) in {folder}")
+        print(f"search databases kept for the next stage: {kept:,} attempts ({size / 2**20:,.1f} MiB; "
+              f"{kept - before:,} added by this one) in {folder}")
     if summary["unscored"]:
         print(f"warning: {summary['unscored']} row(s) unscored (gold or infrastructure errors, see their detail); "
               "fix the bundle or the split and grade again", file=sys.stderr)

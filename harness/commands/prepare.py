@@ -24,11 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bundle import reward_shapes
+from harness.common import search_cache
 from harness.common.cores import usable_cores
 from harness.common.errors import InputError
-from harness.common.files import check_writable_folder
-from harness.common.layout import DEFAULT_DATA
-from harness.prepare import disputed, job, spider_files, splits
+from harness.common.files import check_writable_folder, sha256_file
+from harness.common.layout import DEFAULT_DATA, Prepared
+from harness.prepare import disputed, job, search_prebuild, spider_files, splits
 from harness.prepare import summary as prepare_summary
 from harness.prepare.fetch_rows import DEFAULT_API_URL, RowSource
 from harness.prepare.neighbours import distil, separate
@@ -116,6 +117,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="near misses of the golds the separation closes: all (default), tuning (the families held out then "
              "measure how far it generalizes) or none; the summary measures every family either way, with other "
              "seeds (docs/audit.md, \"Near misses\")")
+    add("--no-search-prebuild", action="store_true",
+        help="draw no search database now: by default the grader's search databases of the eval golds are drawn "
+             "into DATA/cache/search, where `grade` reads them (docs/grading.md)")
     add("--drop-hackable", action="store_true",
         help="leave out of rl.jsonl the rows the audit finds hackable (named in the summary)")
     add("--reward-shape", choices=tuple(reward_shapes.PRESETS), default=reward_shapes.DEFAULT, metavar="NAME",
@@ -246,5 +250,18 @@ def run(args: argparse.Namespace) -> int:
                              disputed.load(args.disputed_golds), args.keep_disputed)
         summary = job.prepare(source, rules, _sizes(args), args.output, origin=origin, neighbours=_plan(args),
                               review=_review(args, say), reward_shape=shape, say=say)
+    prebuilt = None if args.no_search_prebuild else _prebuild(args.output, args.workers or None, say)
     print(prepare_summary.render(summary))
+    if prebuilt is not None:
+        print(search_prebuild.describe(prebuilt))
     return 0
+
+
+def _prebuild(output: Path, workers: int | None, say: Callable[[str], None]) -> dict:
+    """The eval golds' search sets drawn into the folder `grade` reads for this bundle; those of bundles
+    staged here before removed."""
+    staged = output / "bundle"
+    base = Prepared(output).search_cache()
+    folder = search_cache.folder_for(base, sha256_file(staged / "data" / "index.json"))
+    search_cache.sweep(base, keep=folder)
+    return search_prebuild.prebuild(staged, folder, say, workers)

@@ -3,12 +3,19 @@
 
 ``keeping(folder)`` names it for the ``with`` block: the bundle loaded in this process and every
 worker process started inside read and keep the search's databases there. ``None``: nothing kept.
+``folder_for(base, index_sha256)``: one subfolder per bundle index under ``base``
+(``DATA/cache/search``), so that ``prepare`` (which draws the eval golds' sets there) and ``grade``
+meet in the same one, and ``sweep`` removes those of bundles built before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
+import shutil
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,3 +50,25 @@ def size(folder: Path) -> tuple[int, int]:
             if path.is_file():
                 total += path.stat().st_size
     return entries, total
+
+
+def folder_for(base: Path, index_sha256: str) -> Path:
+    """The subfolder of ``base`` for the bundle whose index has this SHA-256."""
+    return base / index_sha256[:16]
+
+
+def zip_index_sha256(zip_path: Path) -> str:
+    """SHA-256 of the index a bundle zip holds (``data/index.json``, as staged)."""
+    with zipfile.ZipFile(zip_path) as archive:
+        return hashlib.sha256(archive.read("data/index.json")).hexdigest()
+
+
+def sweep(base: Path, keep: Path) -> list[Path]:
+    """Remove the subfolders of ``base`` named as ``folder_for`` names them, but ``keep``; those removed."""
+    gone = []
+    if base.is_dir():
+        for path in sorted(base.iterdir()):
+            if path != keep and path.is_dir() and re.fullmatch(r"[0-9a-f]{16}", path.name):
+                shutil.rmtree(path, ignore_errors=True)
+                gone.append(path)
+    return gone
