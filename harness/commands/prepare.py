@@ -250,10 +250,9 @@ def run(args: argparse.Namespace) -> int:
                              disputed.load(args.disputed_golds), args.keep_disputed)
         summary = job.prepare(source, rules, _sizes(args), args.output, origin=origin, neighbours=_plan(args),
                               review=_review(args, say), reward_shape=shape, say=say)
-    prebuilt = None if args.no_search_prebuild else _prebuild(args.output, args.workers or None, say)
+    if not args.no_search_prebuild:
+        say(search_prebuild.describe(_prebuild(args.output, args.workers or None, say)))
     print(prepare_summary.render(summary))
-    if prebuilt is not None:
-        print(search_prebuild.describe(prebuilt))
     return 0
 
 
