@@ -27,9 +27,13 @@ def test_prepare_draws_the_eval_golds_sets_and_grade_reads_them(prepared_sample,
     base = out / "cache" / "search"
     folders = [p for p in base.iterdir()]
     assert len(folders) == 1 and folders[0].name == search_cache.zip_index_sha256(_packed(out))[:16]
+    by_prepare = {p.relative_to(folders[0]) for p in _entries(folders[0])}  # and what other tests' grades added
+    shutil.rmtree(base)
+    prepare_command._prebuild(out, None, lambda line: None)  # prepare's draw again, alone in the folder
     drawn = _entries(folders[0])
     golds = search_prebuild.eval_golds(out / "bundle")
     assert golds and len(drawn) == 24 * sum(len(g) for g in golds.values())  # every attempt of every gold's set
+    assert {p.relative_to(folders[0]) for p in drawn} <= by_prepare  # the very entries prepare drew
     assert main(["grade", "--data", str(out), "--stage", "first", "--completions", str(COMPLETIONS)]) == 0
     said = capsys.readouterr().out
     after = _entries(folders[0])

@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
     target = check_writable_file(args.output or prepared.results(args.stage), f"the {args.stage} results")
     ray = options.ray_options_of(args)
     workers = options.grade_workers_of(args)
-    folder = None if args.search_cache == search_cache.OFF else \
-        search_cache.folder_for(Path(args.search_cache or prepared.search_cache()), search_cache.zip_index_sha256(zip_path))
+    index = search_cache.zip_index_sha256(zip_path)
+    folder = None if args.search_cache == search_cache.OFF or index is None else \
+        search_cache.folder_for(Path(args.search_cache or prepared.search_cache()), index)
     before = search_cache.size(folder)[0] if folder is not None else 0
     if ray is None:
         with search_cache.keeping(folder):

@@ -57,10 +57,14 @@ def folder_for(base: Path, index_sha256: str) -> Path:
     return base / index_sha256[:16]
 
 
-def zip_index_sha256(zip_path: Path) -> str:
-    """SHA-256 of the index a bundle zip holds (``data/index.json``, as staged)."""
-    with zipfile.ZipFile(zip_path) as archive:
-        return hashlib.sha256(archive.read("data/index.json")).hexdigest()
+def zip_index_sha256(zip_path: Path) -> str | None:
+    """SHA-256 of the index a bundle zip holds (``data/index.json``, as staged); None where it holds
+    none or cannot be read (the grading job refuses such a zip with its own error)."""
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            return hashlib.sha256(archive.read("data/index.json")).hexdigest()
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
 
 
 def sweep(base: Path, keep: Path) -> list[Path]:
