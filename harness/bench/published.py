@@ -200,6 +200,17 @@ def _rate(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}" if x < 10 else f"{x:,.0f}"
 
 
+def _stage_line(label: str, one: dict, every: dict, built: str) -> str:
+    """A stage graded again in new processes: one process's rates, every core's, what they read and
+    built, and whether both gave the one-core run's verdicts."""
+    return (f"  grader     {label}: one process: " + ", ".join(
+        f"{kind} {_rate(one[kind]['pairs_per_s'])}/s [{_rate(one[kind]['pairs_per_cpu_s'])}/s]"
+        for kind in ("all", "right", "wrong")) + f"; every core ({every['processes']} processes) "
+        f"{_rate(every['pairs_per_s'])}/s; {one['read']:,} read, {one['kept']:,} {built}; verdicts "
+        + ("the same as on one core, on both" if one["same_verdicts"] and every["same_verdicts"] else
+           f"on one process {_same(one)}, on every core {_same(every)} on one core"))
+
+
 def _same(figure: dict) -> str:
     return "the same as" if figure["same_verdicts"] else "NOT the same as"
 
@@ -229,24 +240,15 @@ def print_figures(f: dict) -> None:
     print(f"  grader     every core: {every['processes']} processes, {_rate(every['pairs_per_s'])}/s of wall time; "
           f"verdicts {_same(every)} on one core; {every['kept']:,} search attempts kept in a folder "
           f"({every['folder_bytes'] / 2**20:,.0f} MiB)")
-    print("  grader     a second stage, the search's databases read from that folder: one process: " + ", ".join(
-        f"{kind} {_rate(second[kind]['pairs_per_s'])}/s [{_rate(second[kind]['pairs_per_cpu_s'])}/s]"
-        for kind in ("all", "right", "wrong")) + f"; every core ({second_every['processes']} processes) "
-        f"{_rate(second_every['pairs_per_s'])}/s; {second['read']:,} read, {second['kept']:,} built again; verdicts "
-        + ("the same as on one core, on both" if second["same_verdicts"] and second_every["same_verdicts"] else
-           f"on one process {_same(second)}, on every core {_same(second_every)} on one core"))
+    print(_stage_line("a second stage, the search's databases read from that folder", second, second_every,
+                      "built again"))
     pre, pre_one, pre_every = f["prebuilt"], f["prebuilt_one_core"], f["prebuilt_every_core"]
     if "skipped" in pre:
         print(f"  grader     after prepare's draw: none drawn ({pre['skipped']})")
     else:
         print(f"  prepare    the golds' search sets drawn as prepare draws the eval split's: {pre['databases']:,} "
               f"databases of {pre['golds']:,} golds in {pre['seconds']:.0f} s of wall time on every core")
-    print("  grader     a first stage after prepare's draw: one process: " + ", ".join(
-        f"{kind} {_rate(pre_one[kind]['pairs_per_s'])}/s [{_rate(pre_one[kind]['pairs_per_cpu_s'])}/s]"
-        for kind in ("all", "right", "wrong")) + f"; every core ({pre_every['processes']} processes) "
-        f"{_rate(pre_every['pairs_per_s'])}/s; {pre_one['read']:,} read, {pre_one['kept']:,} built; verdicts "
-        + ("the same as on one core, on both" if pre_one["same_verdicts"] and pre_every["same_verdicts"] else
-           f"on one process {_same(pre_one)}, on every core {_same(pre_every)} on one core"))
+    print(_stage_line("a first stage after prepare's draw", pre_one, pre_every, "built"))
     if e is not None:
         for key, what in (("pairs_per_s", "wall"), ("pairs_per_cpu_s", "CPU")):
             print(f"  grader / evaluator, one core, pairs a second of {what} time: " + ", ".join(
@@ -254,11 +256,9 @@ def print_figures(f: dict) -> None:
                 + " (target: at least 0.5)")
         print(f"  grader on every core / evaluator on one, pairs a second of wall time: "
               f"{_ratio(every['pairs_per_s'], e['all']['pairs_per_s'])} (target: more than 1)")
-        print("  a second stage: grader / evaluator, one core, pairs a second of wall time: " + ", ".join(
-            f"{kind} {_ratio(second[kind]['pairs_per_s'], e[kind]['pairs_per_s'])}" for kind in ("all", "right", "wrong"))
-            + f"; grader on every core / evaluator on one: {_ratio(second_every['pairs_per_s'], e['all']['pairs_per_s'])}")
-        print("  a first stage after prepare's draw: grader / evaluator, one core, pairs a second of wall time: "
-              + ", ".join(f"{kind} {_ratio(pre_one[kind]['pairs_per_s'], e[kind]['pairs_per_s'])}"
-                          for kind in ("all", "right", "wrong"))
-              + f"; grader on every core / evaluator on one: {_ratio(pre_every['pairs_per_s'], e['all']['pairs_per_s'])}")
+        for label, one, spread in (("a second stage", second, second_every),
+                                   ("a first stage after prepare's draw", pre_one, pre_every)):
+            print(f"  {label}: grader / evaluator, one core, pairs a second of wall time: " + ", ".join(
+                f"{kind} {_ratio(one[kind]['pairs_per_s'], e[kind]['pairs_per_s'])}" for kind in ("all", "right", "wrong"))
+                + f"; grader on every core / evaluator on one: {_ratio(spread['pairs_per_s'], e['all']['pairs_per_s'])}")
         print(f"  the evaluator: {f['checkout']['folder']} (commit {f['checkout']['commit'] or 'unknown'})")
