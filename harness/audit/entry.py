@@ -24,6 +24,7 @@ from bundle.bundle_index import normalize_gold
 from harness.audit import nearmiss, oracle, rewrites, run
 from harness.common.bundle_loader import load_bundle
 from harness.common.errors import InputError
+from harness.common.memo import Memo
 from harness.prepare import pack
 from harness.prepare.job import Review
 from harness.prepare.neighbours.separate import Hole
@@ -53,18 +54,19 @@ class NearMisses:
 
 
 def _audited(zip_path: Path, splits: tuple[str, ...], threads: int, near: NearMisses,
-             say: Say) -> tuple[dict, nearmiss.Measured | None]:
+             say: Say, memo: Memo = run.NO_MEMO) -> tuple[dict, nearmiss.Measured | None]:
     with tempfile.TemporaryDirectory(prefix="audit-") as work, load_bundle(zip_path, work) as loaded:
-        doc = run.audit(loaded, splits, threads=threads, say=say)
+        doc = run.audit(loaded, splits, threads=threads, memo=memo, say=say)
         if near.which is None:
             return doc, None
         try:
-            families = near.families or nearmiss.default_families()
+            if near.families is None:
+                nearmiss.default_families()  # the generator's imports
         except ImportError as exc:
             doc["near_misses"] = {"not_run": f"the near-miss generator is not importable ({exc})"}
             return doc, None
-        measured = nearmiss.measure(loaded, splits, families=families, which=near.which, settings=near.settings,
-                                    threads=threads, work=near.work, say=say)
+        measured = nearmiss.measure(loaded, splits, families=near.families, which=near.which, settings=near.settings,
+                                    threads=threads, work=near.work, memo=memo, say=say)
         doc["near_misses"] = measured.doc
         return doc, measured
 
@@ -76,11 +78,11 @@ def audit_staged(staged: Path, splits: tuple[str, ...] = run.DEFAULT_SPLITS, *, 
 
 
 def _staged(staged: Path, splits: tuple[str, ...], threads: int, near: NearMisses,
-            say: Say) -> tuple[dict, nearmiss.Measured | None]:
+            say: Say, memo: Memo = run.NO_MEMO) -> tuple[dict, nearmiss.Measured | None]:
     with tempfile.TemporaryDirectory(prefix="audit-zip-") as tmp:
         zip_path = Path(tmp) / "staged.zip"
         pack.pack(staged, zip_path)
-        return _audited(zip_path, splits, threads, near, say)
+        return _audited(zip_path, splits, threads, near, say, memo)
 
 
 def _renumbered(entry: dict, dropped: list[int]) -> dict:
@@ -117,7 +119,7 @@ PURPOSES = ("build", "measure")
 
 def review(staged: Path, *, drop_hackable: bool, purpose: str = "measure", work: Path | None = None,
            near_miss_families: str | None = "all", families: nearmiss.Families | None = None, threads: int = 4,
-           say: Say = lambda line: None) -> Review:
+           memo: Memo = run.NO_MEMO, say: Say = lambda line: None) -> Review:
     """Audit the staged bundle of ``prepare`` (rl and eval) with its near misses; with
     ``drop_hackable``, the hackable rl rows to leave out. Refuses to leave the rl split empty.
 
@@ -125,7 +127,8 @@ def review(staged: Path, *, drop_hackable: bool, purpose: str = "measure", work:
     None: none) are measured with the oracle's build seeds, and each one missed is a hole whose
     witness database is kept under ``work`` for the separation; for ``measure``, every family
     with the measurement's seeds (none when ``near_miss_families`` is None). ``families``: the
-    generator (default harness.audit.families)."""
+    generator (default harness.audit.families). ``memo``: where each database's parts are kept for the
+    next review (harness.common.memo): the same review, the work done once."""
     if purpose not in PURPOSES:
         raise ValueError(f"purpose {purpose!r}: one of {', '.join(PURPOSES)}")
     build = purpose == "build"
@@ -133,7 +136,7 @@ def review(staged: Path, *, drop_hackable: bool, purpose: str = "measure", work:
     scratch = Path(tempfile.mkdtemp(prefix="review-oracle-", dir=work)) if which is not None else None
     try:
         doc, measured = _staged(staged, run.DEFAULT_SPLITS, threads, NearMisses(
-            which, oracle.BUILD if build else oracle.MEASURE, scratch, families), say)
+            which, oracle.BUILD if build else oracle.MEASURE, scratch, families), say, memo)
         near_holes = _near_miss_holes(measured, work) if build and measured is not None and work is not None else ()
     finally:
         if scratch is not None:

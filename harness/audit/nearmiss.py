@@ -31,9 +31,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness.audit import families as families_module
-from harness.audit import model, oracle, run
+from harness.audit import model, oracle, review_memo, run
 from harness.audit.model import AuditRow
 from harness.common.bundle_loader import LoadedBundle, remove_unpacked
+from harness.common.memo import Memo
 from harness.common.processes import map_in_processes
 from harness.emulator.calls import Call
 
@@ -45,6 +46,7 @@ GROUPS = ("all", "tuning", "held_out")
 DEFAULT_SPLITS = run.DEFAULT_SPLITS
 
 Say = Callable[[str], None]
+NO_MEMO = run.NO_MEMO
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,9 +114,11 @@ def _normal(sql: str) -> str:
 
 
 def generate(families: Families, files: Mapping[str, Path], golds: list[tuple[str, str]], which: tuple[str, ...],
-             threads: int) -> tuple[dict[tuple[str, str], list[tuple[str, str]]], list[dict]]:
+             threads: int, memo: Memo = NO_MEMO,
+             originals: Mapping[str, str] | None = None) -> tuple[dict[tuple[str, str], list[tuple[str, str]]], list[dict]]:
     """(db_id, gold) -> its near misses as (family, sql), each text once and never the gold's; and the
-    golds the generator failed on (reported, never hidden)."""
+    golds the generator failed on (reported, never hidden). With ``memo`` (and ``originals``: db_id ->
+    the original's SHA-256), a database's are kept: they depend on its original and its golds alone."""
     def one(key: tuple[str, str]) -> list[tuple[str, str]] | str:
         db_id, gold = key
         try:
@@ -128,8 +132,24 @@ def generate(families: Families, files: Mapping[str, Path], golds: list[tuple[st
                 out.append((near.family, near.sql))
         return out
 
+    results: dict[tuple[str, str], list[tuple[str, str]] | str] = {}
+    keys: dict[str, str] = {}
+    if memo and originals is not None:
+        for db_id in sorted({g[0] for g in golds}):
+            mine = [g for g in golds if g[0] == db_id]
+            keys[db_id] = memo.key("near-misses", originals[db_id], [g[1] for g in mine], which)
+            kept = memo.get("near-misses", keys[db_id])
+            if kept is not None:
+                results.update(zip(mine, kept.value))
+    todo = [g for g in golds if g not in results]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        results = dict(zip(golds, pool.map(one, golds)))
+        made = dict(zip(todo, pool.map(one, todo)))
+    for db_id, key in keys.items():
+        mine = [g for g in golds if g[0] == db_id]
+        if mine[0] in made:
+            memo.put("near-misses", key, [made[g] for g in mine])
+    results.update(made)
+    results = {g: results[g] for g in golds}
     failed = [{"db_id": k[0], "gold": k[1], "error": v} for k, v in results.items() if isinstance(v, str)]
     return {k: v for k, v in results.items() if not isinstance(v, str)}, failed
 
@@ -146,22 +166,28 @@ def _kind(call: Call, original_match: Callable[[], bool]) -> str:
 
 def measure(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, families: Families | None = None,
             which: str = "all", settings: oracle.Settings = oracle.MEASURE, threads: int = 4,
-            work: Path | None = None, processes: int | None = None, say: Say = lambda line: None) -> Measured:
+            work: Path | None = None, processes: int | None = None, memo: Memo = NO_MEMO,
+            say: Say = lambda line: None) -> Measured:
     """Measure the bundle's near misses over ``splits`` (module docstring). ``which``: the families
     generated (``all``, ``tuning``, ``held_out``). ``work``: where the oracle's witness databases are
     kept for the caller (a temporary folder, removed, when None). ``processes``: the calls' and the
-    oracles' (one a database; default one a core): the same figures with any number."""
+    oracles' (one a database; default one a core): the same figures with any number. ``memo``: where
+    each database's parts are kept for the next measurement (harness.common.memo; only with the
+    default generator, whose code its keys name): the same figures."""
     started = time.monotonic()
+    if families is not None:
+        memo = NO_MEMO  # another generator: its code is not in the keys
     families = families or default_families()
     rows, disputed = rows_of(loaded, splits)
     files = loaded.database_files()
     golds = sorted({(r.db_id, r.gold) for r in rows})
-    made, failed = generate(families, files, golds, families.chosen(which), threads)
+    originals = {db_id: review_memo.original_print(loaded, db_id) for db_id in {g[0] for g in golds}}
+    made, failed = generate(families, files, golds, families.chosen(which), threads, memo, originals)
     tasks = sorted({(run.FUNCTION_FOR_SPLIT[r.split], r.db_id, r.gold, sql) for r in rows
                     for _family, sql in made.get((r.db_id, r.gold), [])})
     say(f"near misses: {len(rows)} rows of {', '.join(splits)} ({sum(disputed.values())} with a disputed gold left "
         f"out), {sum(len(v) for v in made.values())} near misses of {len(made)} golds, {len(tasks)} calls")
-    calls = run.score_all(loaded, tasks, threads, processes)
+    calls = run.score_all(loaded, tasks, threads, processes, memo)
     verify = loaded.module("verify").verify
 
     def on_original(task: run.Task) -> Callable[[], bool]:
@@ -175,7 +201,7 @@ def measure(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, f
     say(f"near misses: {sum(len(v) for v in paid.values())} paid as their gold on {len(paid)} golds; asking the oracle")
     scratch = work or Path(tempfile.mkdtemp(prefix="near-miss-oracle-"))
     try:
-        found, oracle_work = _ask(loaded, rows, files, paid, settings, scratch, threads, processes)
+        found, oracle_work = _ask(loaded, rows, files, paid, settings, scratch, threads, processes, memo)
     finally:
         if work is None:
             remove_unpacked(scratch)
@@ -189,13 +215,17 @@ def measure(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, f
     return Measured(doc, items)
 
 
+Verdicts = tuple[dict[tuple[str, str, str], oracle.Found], int]  # one database's oracle verdicts, and the databases it built
+
+
 def _ask(loaded: LoadedBundle, rows: list[AuditRow], files: Mapping[str, Path], paid: Mapping[tuple[str, str], set[str]],
-         settings: oracle.Settings, work: Path, threads: int,
-         processes: int | None = None) -> tuple[dict[tuple[str, str, str], oracle.Found], dict]:
+         settings: oracle.Settings, work: Path, threads: int, processes: int | None = None,
+         memo: Memo = NO_MEMO) -> tuple[dict[tuple[str, str, str], oracle.Found], dict]:
     """The oracle's verdict on every paid (database, gold, near miss): one oracle per database, each in
     a process of its own (``processes`` at a time, default one a core; its golds on ``threads``
     threads). An oracle draws from seeds of its own database, so the verdicts do not depend on how
-    many processes there are; its witness databases are written under ``work/<db_id>``."""
+    many processes there are; its witness databases are written under ``work/<db_id>``. A database's
+    verdicts are kept in ``memo`` with the witness databases they name (their paths then in it)."""
     held = loaded.index().get("invariants") or {}
     golds: dict[str, list[str]] = collections.defaultdict(list)
     for r in rows:
@@ -203,14 +233,40 @@ def _ask(loaded: LoadedBundle, rows: list[AuditRow], files: Mapping[str, Path], 
     jobs = [(settings, held.get(db_id), db_id, files[db_id], golds[db_id], work / db_id,
              [(gold, sorted(paid[(db_id, gold)])) for d, gold in sorted(paid) if d == db_id], threads)
             for db_id in sorted({k[0] for k in paid})]
-    done = map_in_processes(_judge_database, jobs, processes)
+    keys = {job[2]: memo.key("oracle", job[0], job[1], review_memo.original_print(loaded, job[2]), job[4], job[6])
+            for job in jobs} if memo else {}
+    kept = {db_id: _kept_verdicts(memo, key) for db_id, key in keys.items()}
+    todo = [job for job in jobs if kept.get(job[2]) is None]
+    done = dict(zip([job[2] for job in todo], map_in_processes(_judge_database, todo, processes)))
+    for db_id, result in done.items():
+        if db_id in keys:
+            _keep_verdicts(memo, keys[db_id], result)
+    done.update({db_id: value for db_id, value in kept.items() if value is not None})
     out: dict[tuple[str, str, str], oracle.Found] = {}
-    for part, _built in done:
-        out.update(part)
-    return out, {"oracle_databases": sum(built for _part, built in done)}
+    for job in jobs:
+        out.update(done[job[2]][0])
+    return out, {"oracle_databases": sum(done[job[2]][1] for job in jobs)}
 
 
-def _judge_database(job: tuple) -> tuple[dict[tuple[str, str, str], oracle.Found], int]:
+def _keep_verdicts(memo: Memo, key: str, result: Verdicts) -> None:
+    """One database's oracle verdicts kept, with the witness databases they name (by position)."""
+    part, built = result
+    files = sorted({f.path for f in part.values() if f.path is not None})
+    at = {path: n for n, path in enumerate(files)}
+    memo.put("oracle", key, ({k: (dataclasses.replace(f, path=None), at[f.path] if f.path is not None else None)
+                              for k, f in part.items()}, built), files)
+
+
+def _kept_verdicts(memo: Memo, key: str) -> Verdicts | None:
+    """``_keep_verdicts``'s verdicts, each naming its witness database where the memo keeps it."""
+    kept = memo.get("oracle", key)
+    if kept is None:
+        return None
+    part, built = kept.value
+    return {k: dataclasses.replace(f, path=kept.files[n]) if n is not None else f for k, (f, n) in part.items()}, built
+
+
+def _judge_database(job: tuple) -> Verdicts:
     """One database's oracle on its golds' paid near misses, and how many databases it built."""
     settings, entry, db_id, original, golds, work, todo, threads = job
     made = oracle.factory(settings, {"invariants": {db_id: entry}} if entry is not None else None)(

@@ -35,13 +35,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness.audit import catalogue, model, report, rewrites, shapes
+from harness.audit import catalogue, model, report, review_memo, rewrites, shapes
 from harness.audit.model import AuditRow, Finding, Scored
 from harness.audit.sqledit import Query
 from harness.audit.witnesses import WitnessSet
 from harness.common.bundle_loader import LoadedBundle, attach_unpacked, remove_unpacked
 from harness.common.cores import usable_cores
 from harness.common.errors import InputError
+from harness.common.memo import Memo
 from harness.common.processes import map_in_processes
 from harness.emulator.calls import Call, call_score, shape_for
 
@@ -51,6 +52,7 @@ TASKS_A_PROCESS = 500  # fewer calls a process than this are scored here: spawni
 GOLD_STEPS = 50_000_000  # VM steps the gold may take here to show its rows (every gold ran within the bundle's cap)
 
 Say = Callable[[str], None]
+NO_MEMO = Memo(None)
 
 
 def index_rows(loaded: LoadedBundle, splits: tuple[str, ...]) -> list[AuditRow]:
@@ -91,29 +93,66 @@ def _tables(database: Path) -> list[str]:
         conn.close()
 
 
-def catalogue_of(loaded: LoadedBundle, rows: list[AuditRow]) -> dict[tuple[str, str], list[catalogue.Candidate]]:
-    """(db_id, gold) -> its candidates, each distinct gold made once."""
+def catalogue_of(loaded: LoadedBundle, rows: list[AuditRow],
+                 memo: Memo = NO_MEMO) -> dict[tuple[str, str], list[catalogue.Candidate]]:
+    """(db_id, gold) -> its candidates, each distinct gold made once (a database's kept in ``memo``:
+    they depend on its original and its golds alone)."""
     files = loaded.database_files()
-    tables = {db_id: _tables(path) for db_id, path in files.items()}
-    out: dict[tuple[str, str], list[catalogue.Candidate]] = {}
+    golds: dict[str, list[str]] = {}
     for row in rows:
-        key = (row.db_id, row.gold)
-        if key not in out:
-            out[key] = catalogue.candidates(row.gold, gold_rows(files[row.db_id], row.gold), tables[row.db_id])
-    return out
+        if row.gold not in golds.setdefault(row.db_id, []):
+            golds[row.db_id].append(row.gold)
+    out: dict[tuple[str, str], list[catalogue.Candidate]] = {}
+    for db_id, mine in golds.items():
+        key = memo.key("candidates", review_memo.original_print(loaded, db_id), mine) if memo else ""
+        kept = memo.get("candidates", key)
+        if kept is not None:
+            found = kept.value
+        else:
+            tables = _tables(files[db_id])
+            found = [catalogue.candidates(gold, gold_rows(files[db_id], gold), tables) for gold in mine]
+            memo.put("candidates", key, found)
+        out.update(zip([(db_id, gold) for gold in mine], found))
+    return {(row.db_id, row.gold): out[(row.db_id, row.gold)] for row in rows}
 
 
 Task = tuple[str, str, str, str]  # (function, db_id, gold, sql)
 
 
-def score_all(loaded: LoadedBundle, tasks: list[Task], threads: int, processes: int | None = None) -> dict[Task, Call]:
+def score_all(loaded: LoadedBundle, tasks: list[Task], threads: int, processes: int | None = None,
+              memo: Memo = NO_MEMO) -> dict[Task, Call]:
     """Every task scored once, through the bundle's function as the trainer calls it: one database's
     tasks a process (``processes`` at a time, default one a usable core, none beside this one under
     ``TASKS_A_PROCESS`` tasks each), each on ``threads`` threads. A call's verdict is a function of
-    the call and the bundle alone, so the calls are the same with any number of processes."""
+    the call and the bundle alone, so the calls are the same with any number of processes; a
+    database's calls are kept in ``memo``, keyed by its part of the bundle (harness.audit.review_memo)."""
     by_db: dict[str, list[Task]] = collections.defaultdict(list)
     for task in tasks:
         by_db[task[1]].append(task)
+    if not memo:
+        return _score_new(loaded, tasks, by_db, threads, processes)
+    prints = review_memo.database_prints(loaded)
+    keys = {db_id: memo.key("calls", prints[db_id], sorted(part)) for db_id, part in by_db.items()}
+    done: dict[Task, Call] = {}
+    for db_id, part in by_db.items():
+        kept = memo.get("calls", keys[db_id])
+        if kept is not None:
+            done.update(zip(sorted(part), kept.value))
+    todo = {db_id: part for db_id, part in by_db.items() if part[0] not in done}
+    made = _score_new(loaded, [t for part in todo.values() for t in part], todo, threads, processes)
+    for db_id, part in todo.items():
+        calls = [made[t] for t in sorted(part)]
+        if all(c.kind != "crash" for c in calls):  # a fault of this run is never kept
+            memo.put("calls", keys[db_id], calls)
+    done.update(made)
+    return {task: done[task] for task in tasks}
+
+
+def _score_new(loaded: LoadedBundle, tasks: list[Task], by_db: dict[str, list[Task]], threads: int,
+               processes: int | None) -> dict[Task, Call]:
+    """``score_all`` of ``tasks`` (``by_db``: them per database), nothing kept."""
+    if not tasks:
+        return {}
     count = min(processes or usable_cores(), len(by_db), len(tasks) // TASKS_A_PROCESS)
     if count <= 1:
         return _score_here(loaded, tasks, threads)
@@ -185,44 +224,57 @@ def heap_alone(loaded: LoadedBundle) -> Callable[[], contextlib.AbstractContextM
 
 
 def judge_paid(loaded: LoadedBundle, paid: dict[str, set[tuple[str, str]]], golds: dict[str, list[str]],
-               work: Path, threads: int) -> tuple[dict[tuple[str, str, str], Finding], dict]:
+               work: Path, threads: int, memo: Memo = NO_MEMO) -> tuple[dict[tuple[str, str, str], Finding], dict]:
     """(db_id, gold, sql) -> its Finding for every paid pair (one thread per database), and the
-    witnesses built: how many, and how many break an invariant (by the invariant's kind)."""
+    witnesses built: how many, and how many break an invariant (by the invariant's kind). A
+    database's part is kept in ``memo``: it depends on its original, its golds and the pairs paid."""
     verify = loaded.module("verify").verify
     files = loaded.database_files()
     alone = heap_alone(loaded)
+    # A database's part: its findings, the kinds of invariant each witness built breaks, what was not built.
+    Part = tuple[dict[tuple[str, str, str], Finding], list[tuple[str, ...]], dict[str, str]]
 
-    def one_database(db_id: str) -> tuple[dict[tuple[str, str, str], Finding], WitnessSet]:
+    def one_database(db_id: str) -> Part:
+        key = memo.key("witnesses", review_memo.original_print(loaded, db_id), sorted(set(golds[db_id])),
+                       sorted(paid[db_id])) if memo else ""
+        kept = memo.get("witnesses", key)
+        if kept is not None:
+            return kept.value
         with alone():
             witnesses = WitnessSet(db_id, files[db_id], golds[db_id], work / db_id, alone=alone)
         found = {(db_id, gold, sql): _shown_wrong(verify, witnesses, gold, sql) for gold, sql in sorted(paid[db_id])}
-        return found, witnesses
+        part = (found, [tuple(sorted({b.kind for b in w.broken})) for w in witnesses.built()],
+                {f"{db_id}: {name}": why for name, why in witnesses.not_built.items()})
+        memo.put("witnesses", key, part)
+        return part
 
     found: dict[tuple[str, str, str], Finding] = {}
-    built, not_built = [], {}
+    built: list[tuple[str, ...]] = []
+    not_built: dict[str, str] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        for part, witnesses in pool.map(one_database, sorted(paid)):
+        for part, broken, missing in pool.map(one_database, sorted(paid)):
             found.update(part)
-            built += witnesses.built()
-            not_built.update({f"{witnesses.db_id}: {name}": why for name, why in witnesses.not_built.items()})
-    unfair = collections.Counter(kind for w in built for kind in {b.kind for b in w.broken})
-    return found, {"witnesses": len(built), "unfair": sum(1 for w in built if w.broken), "unfair_by": dict(unfair),
+            built += broken
+            not_built.update(missing)
+    unfair = collections.Counter(kind for kinds in built for kind in kinds)
+    return found, {"witnesses": len(built), "unfair": sum(1 for kinds in built if kinds), "unfair_by": dict(unfair),
                    "not_built": not_built}
 
 
 def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, threads: int = 4,
-          processes: int | None = None, say: Say = lambda line: None) -> dict:
+          processes: int | None = None, memo: Memo = NO_MEMO, say: Say = lambda line: None) -> dict:
     """The audit document of ``loaded`` over ``splits`` (module docstring; harness.audit.report's shape).
-    ``processes``: the calls' (``score_all``): the same document with any number."""
+    ``processes``: the calls' (``score_all``): the same document with any number. ``memo``: where
+    each database's parts are kept for the next audit (harness.common.memo): the same document."""
     started = time.monotonic()
     rows = index_rows(loaded, splits)
-    made = catalogue_of(loaded, rows)
+    made = catalogue_of(loaded, rows, memo)
     tasks = {(FUNCTION_FOR_SPLIT[r.split], r.db_id, r.gold, c.sql) for r in rows for c in made[(r.db_id, r.gold)]}
     fair = rewrites.matching(rows, rewrites.load(), FUNCTION_FOR_SPLIT)
     say(f"audit: {len(rows)} rows of {', '.join(splits)}, {sum(len(v) for v in made.values())} candidates of "
         f"{len(made)} golds, {len(tasks)} calls, and {sum(len(v) for v in fair.values())} equivalent rewrites")
     calls = score_all(loaded, sorted(tasks | {task for found in fair.values() for task, _kind in found}), threads,
-                      processes)
+                      processes, memo)
     paid: dict[str, set[tuple[str, str]]] = collections.defaultdict(set)
     for (_function, db_id, gold, sql), call in calls.items():
         if model.paid(call):
@@ -234,14 +286,14 @@ def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, thr
         "looking for witnesses")
     work = Path(tempfile.mkdtemp(prefix="audit-witnesses-"))
     try:
-        judged, witnesses = judge_paid(loaded, paid, golds, work, threads)
+        judged, witnesses = judge_paid(loaded, paid, golds, work, threads, memo)
     finally:
         remove_unpacked(work)
     results = [(row, [Scored(c, calls[(FUNCTION_FOR_SPLIT[row.split], row.db_id, row.gold, c.sql)],
                              judged.get((row.db_id, row.gold, c.sql))) for c in made[(row.db_id, row.gold)]])
                for row in rows]
     gold_task = {row: (FUNCTION_FOR_SPLIT[row.split], row.db_id, row.gold, row.gold) for row in rows}
-    gold_calls = score_all(loaded, sorted(set(gold_task.values())), threads, processes)
+    gold_calls = score_all(loaded, sorted(set(gold_task.values())), threads, processes, memo)
     doc = report.document(loaded, results, splits, {"calls": len(calls), **witnesses}, time.monotonic() - started)
     return {**doc, "rewrites": rewrites.section(fair, calls, splits),
             "shapes": shapes.section(results, {row: gold_calls[task] for row, task in gold_task.items()}, splits,

@@ -204,8 +204,9 @@ def _review(args: argparse.Namespace, say: Callable[[str], None]) -> job.Reviewe
         reason = f"{exc.name} is not importable here: run `python3 -m harness audit` in the project's environment"
         return lambda staged, purpose, work: job.Review({"not_run": reason})
     families = None if args.near_miss_families == "none" else args.near_miss_families
+    memo = _plan(args).memo()
     return lambda staged, purpose, work: entry.review(staged, drop_hackable=args.drop_hackable, purpose=purpose,
-                                                      work=work, near_miss_families=families, say=say)
+                                                      work=work, near_miss_families=families, memo=memo, say=say)
 
 
 def questions_source(args: argparse.Namespace) -> tuple[RowSource, str]:

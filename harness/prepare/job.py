@@ -32,6 +32,7 @@ from bundle import reward_shapes
 from harness.common import prompts
 from harness.common.errors import InputError, OutputError
 from harness.common.files import atomic_write_bytes
+from harness.common.memo import Memo
 from harness.prepare import bundle_data, splits, staging
 from harness.prepare import disputed as disputed_golds
 from harness.prepare import summary as prepare_summary
@@ -51,6 +52,7 @@ SAMPLE_SIZES = splits.Sizes(train=28, rl=17, eval=20)
 DEFAULT_MAX_SCHEMA = 1000
 DEFAULT_CACHE = Path(".cache") / "datasets-server"
 DEFAULT_BUILD_CACHE = Path(".cache") / "prepare"
+REVIEW_FOLDER = "review"  # in the build cache: the review's per-database parts (harness.common.memo)
 
 
 def build_sample_databases(dest: Path) -> dict[str, Path]:
@@ -82,6 +84,11 @@ class NeighbourPlan:
     separation: separate.Settings | None = separate.Settings()  # close the review's holes (None: leave them)
     workers: int = 1  # processes building the neighbours (one database each)
     cache: Path | None = None  # where each database's neighbours are kept for the next build (build_cache)
+
+    def memo(self) -> Memo:
+        """Where the review's and the separation's per-database parts are kept (harness.common.memo):
+        ``review`` in the build cache; nothing without one."""
+        return Memo(self.cache / REVIEW_FOLDER if self.cache is not None else None)
 
 
 # A review of the staged bundle (harness.audit.entry.review): called with the staged folder, what it is
@@ -170,7 +177,7 @@ def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], re
     originals = {db_id: data / index["databases"][db_id]["file"] for db_id in built}
     with tempfile.TemporaryDirectory(prefix="spider-separate-") as work:
         closed, outcomes = separate.close(built, originals, list(reviewed.holes), reviewed.rewrites, Path(work),
-                                          plan.separation or separate.Settings())
+                                          plan.separation or separate.Settings(), plan.memo())
         attach_neighbours(stage, index, closed, plan)
     closed = _staged_files(closed, data)
     added = {db_id: len(found.files) - len(built[db_id].files) for db_id, found in sorted(closed.items())

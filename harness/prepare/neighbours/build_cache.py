@@ -21,7 +21,6 @@ A folder that cannot be written is not an error: the build goes on without stori
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -31,29 +30,11 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from harness.common.memo import code_digest, file_digest
 from harness.prepare.neighbours.distil import Distilled
 
-ROOT = Path(__file__).resolve().parents[3]
 ENTRY = "entry.pickle"
 FORMAT = 1  # bump when the entry's layout changes
-
-
-@functools.lru_cache(maxsize=1)
-def code_digest() -> str:
-    """SHA-256 over every Python file of ``bundle/`` and ``harness/`` (path and bytes), sorted."""
-    digest = hashlib.sha256()
-    for folder in ("bundle", "harness"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def key(db_id: str, original: Path, golds: Iterable[str], settings: object, relaxation: object | None) -> str:

@@ -50,8 +50,11 @@ from bundle import neighbour_invariants as inv
 from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, read_original
 from bundle.verify import MATCH, gold_result, judge
+from harness.common.memo import Memo, file_digest
 from harness.prepare.neighbours import edits
 from harness.prepare.neighbours.distil import BUILD_STEPS, Distilled, build_limits
+
+NO_MEMO = Memo(None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,8 +156,11 @@ class _Database:
 
 def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], holes: list[Hole],
           rewrites: Mapping[tuple[str, str], tuple[str, ...]], work: Path,
-          settings: Settings = Settings()) -> tuple[dict[str, Distilled], list[Outcome]]:
-    """Each database's neighbours with the ones that close ``holes`` added, and what became of each hole."""
+          settings: Settings = Settings(), memo: Memo = NO_MEMO) -> tuple[dict[str, Distilled], list[Outcome]]:
+    """Each database's neighbours with the ones that close ``holes`` added, and what became of each hole.
+    ``memo``: where each database's added neighbours are kept for the next build, keyed by its
+    original, its neighbours, its holes (their witness databases by SHA-256), its fair answers and
+    the settings: the same files and outcomes."""
     out = dict(distilled)
     outcomes: list[Outcome] = []
     for db_id in sorted({h.db_id for h in holes}):
@@ -164,11 +170,30 @@ def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], hol
             outcomes += [Outcome(h, None, "the database has no neighbours (prepare --neighbours)") for h in mine]
             continue
         fair = {gold: tuple(rewrites.get((db_id, gold), ())) for gold in found.originals}
-        database = _Database(found, originals[db_id], fair, work / db_id)
-        outcomes += [_close_one(database, hole, settings) for hole in mine]
-        out[db_id] = _with_added(found, database.added)
+        key = _key(memo, found, originals[db_id], mine, fair, settings) if memo else ""
+        kept = memo.get("separation", key)
+        if kept is None:
+            database = _Database(found, originals[db_id], fair, work / db_id)
+            closed = [_close_one(database, hole, settings) for hole in mine]
+            added = database.added
+            memo.put("separation", key, ([a.results for a in added], [(o.neighbour, o.how) for o in closed]),
+                     [a.path for a in added])
+        else:
+            results, told = kept.value
+            added = [_Added(path, found_there) for path, found_there in zip(kept.files, results)]
+            closed = [Outcome(hole, neighbour, how) for hole, (neighbour, how) in zip(mine, told)]
+        outcomes += closed
+        out[db_id] = _with_added(found, added)
     sql_guard.forget_connections()
     return out, outcomes
+
+
+def _key(memo: Memo, found: Distilled, original: Path, holes: list[Hole], fair: Mapping[str, tuple[str, ...]],
+         settings: Settings) -> str:
+    """What one database's separation depends on (``close``), for ``memo``."""
+    named = [dataclasses.replace(h, witness=file_digest(h.witness) if h.witness else "") for h in holes]
+    return memo.key("separation", file_digest(original), [file_digest(f) for f in found.files],
+                    dataclasses.replace(found, files=[]), named, fair, settings)
 
 
 def _in_order(holes: set[Hole]) -> list[Hole]:
