@@ -73,3 +73,19 @@ def test_a_staged_bundle_of_other_modules_is_not_prebuilt(prepared_sample, tmp_p
         handle.write("\n# changed\n")
     done = search_prebuild.prebuild(staged, tmp_path / "kept")
     assert "not this harness's" in done["skipped"] and not (tmp_path / "kept").exists()
+
+
+def test_the_review_and_the_draw_share_one_folder_and_a_new_prepare_takes_it_over(tmp_path):
+    out = tmp_path / "prepared"
+    args = ["prepare", "--sample", "--output", str(out), "--no-build-cache"]  # the review graded afresh each time
+    assert main(args) == 0
+    [folder] = search_cache.bundle_folders(out / "cache" / "search")
+    first = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in _entries(folder)}
+    golds = search_prebuild.eval_golds(out / "bundle")
+    # The review's grades of the eval golds' near misses kept their additions beside the gold's own sets.
+    assert len(first) > 24 * sum(len(g) for g in golds.values())
+    assert main(args) == 0
+    assert search_cache.bundle_folders(out / "cache" / "search") == [folder]
+    assert not (out / "cache" / "search" / search_prebuild.WORKING).exists()
+    # Every set the second review and draw asked for was read where the first left it: none drawn again.
+    assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in _entries(folder)} == first

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bundle import reward_shapes
-from harness.common import search_cache
 from harness.common.cores import usable_cores
 from harness.common.errors import InputError
 from harness.common.files import check_writable_folder, sha256_file
@@ -249,19 +248,24 @@ def run(args: argparse.Namespace) -> int:
             source, origin = questions_source(args)
         rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds,
                              disputed.load(args.disputed_golds), args.keep_disputed)
-        summary = job.prepare(source, rules, _sizes(args), args.output, origin=origin, neighbours=_plan(args),
-                              review=_review(args, say), reward_shape=shape, say=say)
-    if not args.no_search_prebuild:
-        say(search_prebuild.describe(_prebuild(args.output, args.workers or None, say)))
+        base = Prepared(args.output).search_cache()
+        # One folder of search databases for the whole of prepare: the review's two grades of the eval
+        # golds and the draw share every set (harness.prepare.search_prebuild.working).
+        with search_prebuild.working(base, keep=not args.no_search_prebuild) as folder:
+            summary = job.prepare(source, rules, _sizes(args), args.output, origin=origin, neighbours=_plan(args),
+                                  review=_review(args, say), reward_shape=shape, say=say)
+            if not args.no_search_prebuild:
+                say(search_prebuild.describe(_prebuild(args.output, args.workers or None, say, folder)))
     print(prepare_summary.render(summary))
     return 0
 
 
-def _prebuild(output: Path, workers: int | None, say: Callable[[str], None]) -> dict:
-    """The eval golds' search sets drawn into the folder `grade` reads for this bundle; those of bundles
-    staged here before removed."""
+def _prebuild(output: Path, workers: int | None, say: Callable[[str], None], folder: Path | None = None) -> dict:
+    """The eval golds' search sets drawn into ``folder`` (prepare's working folder, default: none
+    kept yet), which then takes the name `grade` reads for this bundle; those of bundles staged here
+    before removed."""
     staged = output / "bundle"
     base = Prepared(output).search_cache()
-    folder = search_cache.folder_for(base, sha256_file(staged / "data" / "index.json"))
-    search_cache.sweep(base, keep=folder)
-    return search_prebuild.prebuild(staged, folder, say, workers)
+    done = search_prebuild.prebuild(staged, folder or base / search_prebuild.WORKING, say, workers)
+    final = search_prebuild.settle(base, sha256_file(staged / "data" / "index.json"))
+    return {**done, "folder": str(final)} if "folder" in done else done

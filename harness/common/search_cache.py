@@ -67,12 +67,16 @@ def zip_index_sha256(zip_path: Path) -> str | None:
         return None
 
 
+def bundle_folders(base: Path) -> list[Path]:
+    """The subfolders of ``base`` named as ``folder_for`` names them."""
+    if not base.is_dir():
+        return []
+    return [p for p in sorted(base.iterdir()) if p.is_dir() and re.fullmatch(r"[0-9a-f]{16}", p.name)]
+
+
 def sweep(base: Path, keep: Path) -> list[Path]:
     """Remove the subfolders of ``base`` named as ``folder_for`` names them, but ``keep``; those removed."""
-    gone = []
-    if base.is_dir():
-        for path in sorted(base.iterdir()):
-            if path != keep and path.is_dir() and re.fullmatch(r"[0-9a-f]{16}", path.name):
-                shutil.rmtree(path, ignore_errors=True)
-                gone.append(path)
+    gone = [p for p in bundle_folders(base) if p != keep]
+    for path in gone:
+        shutil.rmtree(path, ignore_errors=True)
     return gone

@@ -12,13 +12,23 @@ The key of a kept database names the bundle's code as the grading process reads 
 ``*.py``); the databases are drawn here by this harness's ``bundle`` package, so they are built
 only where its modules are the staged bundle's, byte for byte (otherwise nothing is built and
 `grade` draws them as it goes).
+
+The review prepare runs on its staged bundle (harness.audit.entry.review) grades every eval gold
+with the same search, twice: ``working`` names one folder for the whole of prepare, so the review
+draws each set once, the second review and the draw read it, and ``settle`` gives it the name
+`grade` looks for once the bundle is final. Its entries are keyed by everything they depend on, so
+the folder a bundle staged here before left is taken over: what still holds is read, not drawn.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bundle import scoring_entry, search_disk
@@ -60,6 +70,38 @@ def prebuild(staged: Path, folder: Path, say: Callable[[str], None] = lambda lin
         built = map_in_processes(_build, tasks, processes, spawn=True)
     return {"golds": sum(len(g) for g in golds.values()), "databases": sum(built),
             "seconds": time.monotonic() - started, "folder": str(folder)}
+
+
+WORKING = "building"  # the subfolder of DATA/cache/search prepare keeps its search databases in until settled
+
+
+@contextlib.contextmanager
+def working(base: Path, keep: bool) -> Iterator[Path]:
+    """The folder the search keeps its databases in while prepare runs (``search_cache.keeping``):
+    ``base/building`` when they are to be kept (``keep``), made of the newest folder a bundle staged
+    here before left, if any; else a temporary folder, removed after."""
+    if not keep:
+        with tempfile.TemporaryDirectory(prefix="spider-search-") as tmp, search_cache.keeping(tmp):
+            yield Path(tmp)
+        return
+    folder = base / WORKING
+    if not folder.is_dir():
+        earlier = sorted((p for p in search_cache.bundle_folders(base)), key=lambda p: p.stat().st_mtime)
+        if earlier:
+            os.rename(earlier[-1], folder)
+    with search_cache.keeping(folder):
+        yield folder
+
+
+def settle(base: Path, index_sha256: str) -> Path:
+    """The working folder renamed for the bundle whose index has this SHA-256 (where `grade` looks),
+    and the folders of bundles staged before removed; the settled folder."""
+    final = search_cache.folder_for(base, index_sha256)
+    search_cache.sweep(base, keep=final)
+    if (base / WORKING).is_dir():
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(base / WORKING, final)
+    return final
 
 
 def describe(done: dict) -> str:
