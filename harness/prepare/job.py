@@ -177,7 +177,7 @@ def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], re
     originals = {db_id: data / index["databases"][db_id]["file"] for db_id in built}
     with tempfile.TemporaryDirectory(prefix="spider-separate-") as work:
         closed, outcomes = separate.close(built, originals, list(reviewed.holes), reviewed.rewrites, Path(work),
-                                          plan.separation or separate.Settings(), plan.memo())
+                                          plan.separation or separate.Settings(), plan.memo(), plan.workers)
         attach_neighbours(stage, index, closed, plan)
     closed = _staged_files(closed, data)
     added = {db_id: len(found.files) - len(built[db_id].files) for db_id, found in sorted(closed.items())

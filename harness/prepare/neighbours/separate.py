@@ -51,6 +51,7 @@ from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, read_original
 from bundle.verify import MATCH, gold_result, judge
 from harness.common.memo import Memo, file_digest
+from harness.common.processes import map_in_processes
 from harness.prepare.neighbours import edits
 from harness.prepare.neighbours.distil import BUILD_STEPS, Distilled, build_limits
 
@@ -156,36 +157,50 @@ class _Database:
 
 def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], holes: list[Hole],
           rewrites: Mapping[tuple[str, str], tuple[str, ...]], work: Path,
-          settings: Settings = Settings(), memo: Memo = NO_MEMO) -> tuple[dict[str, Distilled], list[Outcome]]:
+          settings: Settings = Settings(), memo: Memo = NO_MEMO,
+          processes: int | None = None) -> tuple[dict[str, Distilled], list[Outcome]]:
     """Each database's neighbours with the ones that close ``holes`` added, and what became of each hole.
-    ``memo``: where each database's added neighbours are kept for the next build, keyed by its
-    original, its neighbours, its holes (their witness databases by SHA-256), its fair answers and
-    the settings: the same files and outcomes."""
+    One database a process (``processes`` at a time, default one a core): each draws from seeds of its
+    own, so any number gives the same. ``memo``: where each database's added neighbours are kept for
+    the next build, keyed by its original, its neighbours, its holes (their witness databases by
+    SHA-256), its fair answers and the settings: the same files and outcomes."""
     out = dict(distilled)
-    outcomes: list[Outcome] = []
+    parts: dict[str, list[Outcome]] = {}
+    jobs = []
     for db_id in sorted({h.db_id for h in holes}):
         found = distilled.get(db_id)
         mine = _in_order({h for h in holes if h.db_id == db_id})
         if found is None:
-            outcomes += [Outcome(h, None, "the database has no neighbours (prepare --neighbours)") for h in mine]
+            parts[db_id] = [Outcome(h, None, "the database has no neighbours (prepare --neighbours)") for h in mine]
             continue
         fair = {gold: tuple(rewrites.get((db_id, gold), ())) for gold in found.originals}
-        key = _key(memo, found, originals[db_id], mine, fair, settings) if memo else ""
-        kept = memo.get("separation", key)
-        if kept is None:
-            database = _Database(found, originals[db_id], fair, work / db_id)
-            closed = [_close_one(database, hole, settings) for hole in mine]
-            added = database.added
-            memo.put("separation", key, ([a.results for a in added], [(o.neighbour, o.how) for o in closed]),
-                     [a.path for a in added])
-        else:
-            results, told = kept.value
-            added = [_Added(path, found_there) for path, found_there in zip(kept.files, results)]
-            closed = [Outcome(hole, neighbour, how) for hole, (neighbour, how) in zip(mine, told)]
-        outcomes += closed
-        out[db_id] = _with_added(found, added)
-    sql_guard.forget_connections()
-    return out, outcomes
+        jobs.append((found, originals[db_id], mine, fair, work / db_id, settings, memo.folder))
+    jobs.sort(key=lambda job: -len(job[2]))  # the most holes first: the processes finish together
+    for job, (added, closed) in zip(jobs, map_in_processes(_close_database, jobs, processes)):
+        found = job[0]
+        parts[found.db_id] = closed
+        out[found.db_id] = _with_added(found, added)
+    return out, [outcome for db_id in sorted(parts) for outcome in parts[db_id]]
+
+
+def _close_database(job: tuple) -> tuple[list[_Added], list[Outcome]]:
+    """One database's holes closed (``close``): the neighbours added, and what became of each hole."""
+    found, original, mine, fair, work, settings, folder = job
+    memo = Memo(folder)
+    key = _key(memo, found, original, mine, fair, settings) if memo else ""
+    kept = memo.get("separation", key)
+    if kept is not None:
+        results, told = kept.value
+        return ([_Added(path, found_there) for path, found_there in zip(kept.files, results)],
+                [Outcome(hole, neighbour, how) for hole, (neighbour, how) in zip(mine, told)])
+    database = _Database(found, original, fair, work)
+    try:
+        closed = [_close_one(database, hole, settings) for hole in mine]
+    finally:
+        sql_guard.forget_connections()
+    memo.put("separation", key, ([a.results for a in database.added], [(o.neighbour, o.how) for o in closed]),
+             [a.path for a in database.added])
+    return database.added, closed
 
 
 def _key(memo: Memo, found: Distilled, original: Path, holes: list[Hole], fair: Mapping[str, tuple[str, ...]],
