@@ -76,9 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--cache-dir", type=Path, metavar="DIR", default=job.DEFAULT_CACHE,
         help="where fetched pages are kept (default %(default)s)")
     add("--build-cache", type=Path, metavar="DIR", default=job.DEFAULT_BUILD_CACHE,
-        help="where each database's neighbours are kept for the next build and reused when its database, golds, "
-             "settings and this code are the same (default %(default)s; docs/preparing.md)")
-    add("--no-build-cache", action="store_true", help="build every database's neighbours afresh; store none")
+        help="where each database's neighbours and its review's parts are kept for the next build and reused when "
+             "what they depend on and this code are the same (default %(default)s; docs/preparing.md)")
+    add("--no-build-cache", action="store_true",
+        help="build every database's neighbours and review afresh; store none")
     add("--workers", type=_count, metavar="N", default=None,
         help="processes building the neighbours, one database each (default: one a core); the same bytes out "
              "with any number")
