@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
+import sqlparse
 from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.audit.catalogue import POLICY_NAMES, GoldRows, candidates, literal
-from harness.audit.sqledit import Query
+from harness.audit.sqledit import Query, tokenize
 
 GOLD = ("SELECT DISTINCT T1.name FROM singer AS T1 JOIN sic AS T2 ON T1.id = T2.sid "
         "WHERE T2.year BETWEEN 2014 AND 2015 AND T1.age > 30 ORDER BY T1.age LIMIT 3")
@@ -117,3 +119,18 @@ def test_equivalent_rewrites_are_matched_by_database_and_gold_and_counted_when_n
     section = rewrites.section(found, calls, ("rl", "eval"))
     assert section["splits"] == {"rl": {"scored": 0, "rejected": 0}, "eval": {"scored": 2, "rejected": 1}}
     assert [r["rewrite"] for r in section["rejected"]] == ["SELECT count(1) FROM pets"]
+
+
+def _grouped_tokens(sql: str) -> list[tuple[str, object]]:
+    """The leaves of ``sqlparse.parse``'s first statement, grouping and all (what tokenize read before)."""
+    parsed = sqlparse.parse(sql)
+    return [(t.value, t.ttype) for t in parsed[0].flatten()] if parsed else []
+
+
+def test_tokenize_without_grouping_gives_the_tokens_parse_gives(spider_dir):
+    golds = sorted({row["query"] for row in json.loads((spider_dir / "dev.json").read_text())})
+    texts = golds + [c.sql for gold in golds for c in candidates(gold, GoldRows(1, ((1,),)), ["t"])]
+    texts += ["", ";", "SELECT 1; SELECT 2", "  -- a comment\n SELECT \"a\" FROM [b] WHERE x = 'y''z' ;"]
+    assert len(texts) > 5000
+    differ = [sql for sql in texts if [(t.text, t.ttype) for t in tokenize(sql)] != _grouped_tokens(sql)]
+    assert not differ, differ[:3]

@@ -326,3 +326,15 @@ def test_the_oracles_give_the_same_figures_in_one_process_and_in_several(left_op
     assert alone["work"]["paid"] > 0 and alone["work"]["oracle_databases"] > 0
     assert sum(s["groups"]["all"]["killed"] for s in alone["splits"].values()) > 0
     assert shared == alone
+
+
+def test_the_near_misses_made_one_database_a_process_are_those_made_on_threads(prepared_sample, monkeypatch):
+    index = json.loads((prepared_sample / "bundle" / "data" / "index.json").read_text())
+    data = prepared_sample / "bundle" / "data"
+    files = {db_id: data / entry["file"] for db_id, entry in index["databases"].items()}
+    golds = sorted({(r["db_id"], r["gold"]) for r in index["rows"] if r["split"] in ("rl", "eval")})
+    made = nearmiss.default_families()
+    threads = nearmiss.generate(made, files, golds, made.chosen("all"), 4, processes=1)
+    monkeypatch.setattr(nearmiss, "GOLDS_A_PROCESS", 1)  # the sample's few golds, made in processes all the same
+    spawned = nearmiss.generate(made, files, golds, made.chosen("all"), 4, processes=2)
+    assert sum(len(v) for v in threads[0].values()) > 100 and spawned == threads

@@ -34,6 +34,7 @@ from harness.audit import families as families_module
 from harness.audit import model, oracle, review_memo, run
 from harness.audit.model import AuditRow
 from harness.common.bundle_loader import LoadedBundle, remove_unpacked
+from harness.common.cores import usable_cores
 from harness.common.memo import Memo
 from harness.common.processes import map_in_processes
 from harness.emulator.calls import Call
@@ -113,26 +114,19 @@ def _normal(sql: str) -> str:
     return " ".join(sql.split()).rstrip(";").strip()
 
 
+GOLDS_A_PROCESS = 100  # fewer golds than this a process are made here, on threads: spawning one costs about a second
+Made = list[tuple[str, str]] | str  # one gold's near misses as (family, sql), or why the generator failed
+
+
 def generate(families: Families, files: Mapping[str, Path], golds: list[tuple[str, str]], which: tuple[str, ...],
-             threads: int, memo: Memo = NO_MEMO,
-             originals: Mapping[str, str] | None = None) -> tuple[dict[tuple[str, str], list[tuple[str, str]]], list[dict]]:
+             threads: int, memo: Memo = NO_MEMO, originals: Mapping[str, str] | None = None,
+             processes: int | None = None) -> tuple[dict[tuple[str, str], list[tuple[str, str]]], list[dict]]:
     """(db_id, gold) -> its near misses as (family, sql), each text once and never the gold's; and the
     golds the generator failed on (reported, never hidden). With ``memo`` (and ``originals``: db_id ->
-    the original's SHA-256), a database's are kept: they depend on its original and its golds alone."""
-    def one(key: tuple[str, str]) -> list[tuple[str, str]] | str:
-        db_id, gold = key
-        try:
-            made = families.generate(gold, files[db_id], families=which)
-        except Exception as exc:  # noqa: BLE001 - a generator fault is reported with its gold, the rest measured
-            return f"{type(exc).__name__}: {exc}"
-        seen, out = {_normal(gold)}, []
-        for near in made:
-            if _normal(near.sql) not in seen:
-                seen.add(_normal(near.sql))
-                out.append((near.family, near.sql))
-        return out
-
-    results: dict[tuple[str, str], list[tuple[str, str]] | str] = {}
+    the original's SHA-256), a database's are kept: they depend on its original and its golds alone.
+    The default generator makes one database's a process (``processes`` at a time, default one a
+    core, none beside this one under ``GOLDS_A_PROCESS`` golds each); another, here on ``threads``."""
+    results: dict[tuple[str, str], Made] = {}
     keys: dict[str, str] = {}
     if memo and originals is not None:
         for db_id in sorted({g[0] for g in golds}):
@@ -142,8 +136,19 @@ def generate(families: Families, files: Mapping[str, Path], golds: list[tuple[st
             if kept is not None:
                 results.update(zip(mine, kept.value))
     todo = [g for g in golds if g not in results]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        made = dict(zip(todo, pool.map(one, todo)))
+    by_db: dict[str, list[str]] = collections.defaultdict(list)
+    for db_id, gold in todo:
+        by_db[db_id].append(gold)
+    count = min(processes or usable_cores(), len(by_db), len(todo) // GOLDS_A_PROCESS)
+    made: dict[tuple[str, str], Made] = {}
+    if count > 1 and families.generate is families_module.near_misses:  # importable in a spawned process
+        order = sorted(by_db, key=lambda db_id: -len(by_db[db_id]))  # the most golds first: they finish together
+        jobs = [(families.generate, files[db_id], by_db[db_id], which) for db_id in order]
+        for db_id, part in zip(order, map_in_processes(_make_database, jobs, count)):
+            made.update(zip([(db_id, gold) for gold in by_db[db_id]], part))
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
+            made.update(zip(todo, pool.map(lambda key: _make(families.generate, files[key[0]], key[1], which), todo)))
     for db_id, key in keys.items():
         mine = [g for g in golds if g[0] == db_id]
         if mine[0] in made:
@@ -152,6 +157,26 @@ def generate(families: Families, files: Mapping[str, Path], golds: list[tuple[st
     results = {g: results[g] for g in golds}
     failed = [{"db_id": k[0], "gold": k[1], "error": v} for k, v in results.items() if isinstance(v, str)]
     return {k: v for k, v in results.items() if not isinstance(v, str)}, failed
+
+
+def _make(make: Callable[..., list], database: Path, gold: str, which: tuple[str, ...]) -> Made:
+    """One gold's near misses (``generate``), each text once and never the gold's."""
+    try:
+        made = make(gold, database, families=which)
+    except Exception as exc:  # noqa: BLE001 - a generator fault is reported with its gold, the rest measured
+        return f"{type(exc).__name__}: {exc}"
+    seen, out = {_normal(gold)}, []
+    for near in made:
+        if _normal(near.sql) not in seen:
+            seen.add(_normal(near.sql))
+            out.append((near.family, near.sql))
+    return out
+
+
+def _make_database(job: tuple) -> list[Made]:
+    """One database's golds' near misses, in a spawned process."""
+    make, database, golds, which = job
+    return [_make(make, database, gold, which) for gold in golds]
 
 
 def _kind(call: Call, original_match: Callable[[], bool]) -> str:
@@ -182,7 +207,7 @@ def measure(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, f
     files = loaded.database_files()
     golds = sorted({(r.db_id, r.gold) for r in rows})
     originals = {db_id: review_memo.original_print(loaded, db_id) for db_id in {g[0] for g in golds}}
-    made, failed = generate(families, files, golds, families.chosen(which), threads, memo, originals)
+    made, failed = generate(families, files, golds, families.chosen(which), threads, memo, originals, processes)
     tasks = sorted({(run.FUNCTION_FOR_SPLIT[r.split], r.db_id, r.gold, sql) for r in rows
                     for _family, sql in made.get((r.db_id, r.gold), [])})
     say(f"near misses: {len(rows)} rows of {', '.join(splits)} ({sum(disputed.values())} with a disputed gold left "
@@ -236,7 +261,8 @@ def _ask(loaded: LoadedBundle, rows: list[AuditRow], files: Mapping[str, Path], 
     keys = {job[2]: memo.key("oracle", job[0], job[1], review_memo.original_print(loaded, job[2]), job[4], job[6])
             for job in jobs} if memo else {}
     kept = {db_id: _kept_verdicts(memo, key) for db_id, key in keys.items()}
-    todo = [job for job in jobs if kept.get(job[2]) is None]
+    # The most paid near misses first: the processes finish together (the verdicts are gathered by database).
+    todo = sorted((job for job in jobs if kept.get(job[2]) is None), key=lambda job: -sum(len(s) for _g, s in job[6]))
     done = dict(zip([job[2] for job in todo], map_in_processes(_judge_database, todo, processes)))
     for db_id, result in done.items():
         if db_id in keys:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import sqlparse
+from sqlparse import engine
 from sqlparse import tokens as T
 
 # Keywords that start a clause of a SELECT (compared on the upper-cased, space-normalized text).
@@ -54,12 +54,16 @@ class Tok:
 
 
 def tokenize(sql: str) -> list[Tok]:
-    """The flat token stream of the first statement in ``sql``, each token with its depth."""
-    parsed = sqlparse.parse(sql)
-    if not parsed:
+    """The flat token stream of the first statement in ``sql``, each token with its depth.
+
+    Lexed and split into statements as ``sqlparse.parse`` does, without its grouping: the tokens
+    are the same (18,540 texts compared: Spider's golds and every audit candidate of them) and the
+    grouping, which nothing here reads, was most of the audit's time."""
+    first = next(iter(engine.FilterStack().run(sql)), None)
+    if first is None:
         return []
     out, depth = [], 0
-    for token in parsed[0].flatten():
+    for token in first.flatten():
         if token.ttype in T.Punctuation and token.value == ")":
             depth = max(depth - 1, 0)
         out.append(Tok(token.value, token.ttype, depth))
