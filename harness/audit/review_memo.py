@@ -5,8 +5,9 @@ D's part of the index: its original and neighbours (by SHA-256), the gold result
 invariants, and the golds of its rows (which are disputed, and why). ``database_prints`` digests
 exactly that per database, so a part keyed by it is reused wherever D is scored the same, and done
 again wherever anything of D changed (the separation added a neighbour to it, a row moved in or out).
-The parts that never run the bundle on D's neighbours (candidates, near misses, witnesses) are keyed
-by the original's SHA-256 and the golds alone (``original_print``).
+The parts that never run the bundle on D's neighbours (candidates, near misses, witnesses, the
+oracle) are keyed by the original's SHA-256 and the bundle's modules (``original_print``), with the
+golds and what else each depends on.
 """
 
 from __future__ import annotations
@@ -40,11 +41,22 @@ def database_prints(loaded: LoadedBundle) -> dict[str, str]:
     return found
 
 
+def _code(loaded: LoadedBundle) -> str:
+    """SHA-256 over the loaded bundle's modules (name and bytes), once a zip."""
+    found = _CODE.get(loaded.sha256)
+    if found is None:
+        code = hashlib.sha256()
+        for path in sorted(loaded.root.glob("*.py")):
+            code.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        found = _CODE[loaded.sha256] = code.hexdigest()
+    return found
+
+
+_CODE: dict[str, str] = {}
+
+
 def _prints(loaded: LoadedBundle) -> dict[str, str]:
     index = loaded.index()
-    code = hashlib.sha256()
-    for path in sorted(loaded.root.glob("*.py")):
-        code.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     shared = {k: v for k, v in index.items() if k not in (*PER_DATABASE, "rows", "disputed_golds")}
     disputed = index.get("disputed_golds") or {}
     golds: dict[str, set[tuple[str, str]]] = {}
@@ -53,12 +65,19 @@ def _prints(loaded: LoadedBundle) -> dict[str, str]:
         golds.setdefault(row["db_id"], set()).add((row["gold"], reason and json.dumps([reason, disputed.get(reason)])))
     out = {}
     for db_id in index["databases"]:
-        parts = [code.hexdigest(), shared, _scoring_environment(), sorted(golds.get(db_id, ())),
+        parts = [_code(loaded), shared, _scoring_environment(), sorted(golds.get(db_id, ())),
                  [index.get(k, {}).get(db_id) for k in PER_DATABASE]]
         out[db_id] = hashlib.sha256(json.dumps(plain(parts), sort_keys=True).encode()).hexdigest()
     return out
 
 
 def original_print(loaded: LoadedBundle, db_id: str) -> str:
-    """The SHA-256 of ``db_id``'s original database, as the index records it (checked when loaded)."""
-    return str(loaded.index()["databases"][db_id]["sha256"])
+    """The SHA-256 of ``db_id``'s original database, as the index records it (checked when loaded),
+    with the bundle's modules' (the witnesses and the oracle judge with its ``verify``)."""
+    found = _ORIGINALS.get(loaded.sha256)
+    if found is None:
+        found = _ORIGINALS[loaded.sha256] = {d: str(e["sha256"]) for d, e in loaded.index()["databases"].items()}
+    return f"{found[db_id]}:{_code(loaded)}"
+
+
+_ORIGINALS: dict[str, dict[str, str]] = {}  # the zip's SHA-256 -> its originals' (the index read once)
