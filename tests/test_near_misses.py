@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -338,3 +339,26 @@ def test_the_near_misses_made_one_database_a_process_are_those_made_on_threads(p
     monkeypatch.setattr(nearmiss, "GOLDS_A_PROCESS", 1)  # the sample's few golds, made in processes all the same
     spawned = nearmiss.generate(made, files, golds, made.chosen("all"), 4, processes=2)
     assert sum(len(v) for v in threads[0].values()) > 100 and spawned == threads
+
+
+def test_boundary_edits_start_on_the_rows_the_other_conditions_keep_and_reach_every_column(tmp_path):
+    """``year = 1956 AND total > 400``: a total of 400 shows only on a row of 1956, so those rows come
+    first; and each column gets its turn before the oracle's cap (a query's year is no reason to spend
+    every edit on year)."""
+    path = tmp_path / "e.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript("CREATE TABLE e(year INT, total INT, fte INT);"
+                           + "".join(f"INSERT INTO e VALUES ({1950 + k % 9}, {k * 37 % 500}, 300);" for k in range(40)))
+    gold = "SELECT * FROM e WHERE year = 1956 AND total > 400"
+    conn = sqlite3.connect(path)
+    try:
+        from bundle import neighbour_values as nv
+        literals = nv.literals_by_column(gold, {"year", "total", "fte"})
+        made = list(itertools.islice(edits.boundary(conn, [("e", "year", "INT"), ("e", "total", "INT")], literals, {}), 6))
+        years = dict(conn.execute("SELECT rowid, year FROM e"))
+    finally:
+        conn.close()
+    columns = [what.split(" of row")[0] for what, _edit in made]
+    assert columns == ["e.year", "e.total"] * 3
+    totals = [edit[0][1][1] for what, edit in made if what.startswith("e.total")]
+    assert totals and all(years[rowid] == 1956 for rowid in totals)

@@ -273,9 +273,11 @@ class Oracle:
     def _boundary(self, base: Path, gold: str, todo: list[str]) -> Iterator[tuple[str, edits.Edit]]:
         names, literals = self._literals(gold, todo)
         bounds = nv.between_bounds(gold, names)
+        read = {t.lower() for text in [gold, *todo] for t in self._read_tables(text)}
+        columns = [c for c in edits.free_columns(self.profile) if c[0].lower() in read]  # a table no query reads changes none
         conn = inv.open_read_only(str(base))
         try:
-            yield from edits.boundary(conn, edits.free_columns(self.profile), literals, bounds)
+            yield from edits.boundary(conn, columns, literals, bounds)
         finally:
             conn.close()
 

@@ -72,17 +72,49 @@ def boundary(conn: sqlite3.Connection, columns: list[tuple[str, str, str]], lite
              bounds: Mapping[str, list]) -> Iterator[tuple[str, Edit]]:
     """One row's cell set to a boundary value, for each (table, column, declared type) of ``columns``
     whose name ``literals`` compares with: every literal exactly first, then one either side; at most
-    BOUNDARY_ROWS rows a value, rows already holding it skipped. ``bounds``: a gold's BETWEEN bounds
-    (column -> values), never set where the original lacks them (the caller drops those it holds)."""
+    BOUNDARY_ROWS rows a value, rows already holding it skipped, the rows holding the literals of the
+    row's other columns first; the columns take turns, one edit each. ``bounds``: a gold's BETWEEN
+    bounds (column -> values), never set where the original lacks them (the caller drops those it holds)."""
     for nearby in (False, True):
-        for table, column, declared in columns:
-            for value in _boundary_values(literals.get(column.lower(), []), nearby):
-                if value in bounds.get(column.lower(), []):
-                    continue
-                value = nv.stored(value, declared)
-                for (rowid,) in _rows(conn, table, f"{quote(column)} IS NOT ?", [value], BOUNDARY_ROWS):
-                    yield (f"{table}.{column} of row {rowid} set to {value!r}",
-                           [(f"UPDATE {quote(table)} SET {quote(column)} = ? WHERE rowid = ?", (value, rowid))])
+        each = [_boundary_of(conn, table, column, declared, literals, bounds, nearby) for table, column, declared in columns]
+        for turn in itertools.zip_longest(*each):  # a column's rows in turn with the others': a cap reaches every column
+            yield from (made for made in turn if made is not None)
+
+
+def _boundary_of(conn: sqlite3.Connection, table: str, column: str, declared: str, literals: Mapping[str, list],
+                 bounds: Mapping[str, list], nearby: bool) -> Iterator[tuple[str, Edit]]:
+    """``boundary``'s edits of one column: its rows most likely to meet the query's other conditions
+    first, each given every value in turn (at most BOUNDARY_ROWS rows a value)."""
+    values = [nv.stored(v, declared) for v in _boundary_values(literals.get(column.lower(), []), nearby)
+              if v not in bounds.get(column.lower(), [])]
+    if not values:
+        return
+    given = dict.fromkeys(range(len(values)), 0)
+    order = _likely_first(conn, table, column, literals)
+    for (rowid,) in _rows(conn, table, "1", [], BOUNDARY_ROWS * len(values), order):
+        for k, value in enumerate(values):
+            if given[k] < BOUNDARY_ROWS and _rows(conn, table, f"rowid = ? AND {quote(column)} IS NOT ?", [rowid, value], 1):
+                given[k] += 1
+                yield (f"{table}.{column} of row {rowid} set to {value!r}",
+                       [(f"UPDATE {quote(table)} SET {quote(column)} = ? WHERE rowid = ?", (value, rowid))])
+
+
+def _likely_first(conn: sqlite3.Connection, table: str, column: str,
+                  literals: Mapping[str, list]) -> tuple[str, list]:
+    """An ORDER BY (and its parameters) putting first the rows whose other columns hold the most of
+    the literals the queries compare them with: a boundary value shows on a row the query's other
+    conditions keep (``year = 1956 AND total > 400``: the rows of 1956 first), then by rowid."""
+    try:
+        names = [row[1] for row in conn.execute(f"PRAGMA table_info({quote(table)})")]
+    except sqlite3.Error:
+        names = []
+    parts, params = [], []
+    for name in names:
+        values = [v for v in literals.get(name.lower(), []) if isinstance(v, (int, float, str))]
+        if name.lower() != column.lower() and values:
+            parts.append(f"({quote(name)} IN ({', '.join('?' * len(values))}))")
+            params += values
+    return (f"({' + '.join(parts)}) DESC, rowid", params) if parts else ("rowid", [])
 
 
 def _boundary_values(literals: list, nearby: bool) -> list:
@@ -159,10 +191,11 @@ def _marks(values: list) -> str:
     return ", ".join("?" * len(values))
 
 
-def _rows(conn: sqlite3.Connection, table: str, where: str, params: list, limit: int = CHANGES) -> list[tuple]:
+def _rows(conn: sqlite3.Connection, table: str, where: str, params: list, limit: int = CHANGES,
+          order: tuple[str, list] = ("rowid", [])) -> list[tuple]:
     try:
-        return conn.execute(f"SELECT rowid FROM {quote(table)} WHERE {where} ORDER BY rowid LIMIT {limit}",
-                            params).fetchall()
+        return conn.execute(f"SELECT rowid FROM {quote(table)} WHERE {where} ORDER BY {order[0]} LIMIT {limit}",
+                            [*params, *order[1]]).fetchall()
     except sqlite3.Error:
         return []
 
