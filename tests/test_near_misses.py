@@ -354,7 +354,10 @@ def test_boundary_edits_start_on_the_rows_the_other_conditions_keep_and_reach_ev
     try:
         from bundle import neighbour_values as nv
         literals = nv.literals_by_column(gold, {"year", "total", "fte"})
-        made = list(itertools.islice(edits.boundary(conn, [("e", "year", "INT"), ("e", "total", "INT")], literals, {}), 6))
+        conditions = edits.conditions(gold, {"year", "total", "fte"})
+        assert conditions == {"year": [("=", 1956)], "total": [(">", 400)]}
+        made = list(itertools.islice(edits.boundary(conn, [("e", "year", "INT"), ("e", "total", "INT")], literals, {},
+                                                    conditions), 6))
         years = dict(conn.execute("SELECT rowid, year FROM e"))
     finally:
         conn.close()

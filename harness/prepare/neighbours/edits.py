@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from bundle import neighbour_values as nv
-from bundle import sql_guard
+from bundle import sql_guard, sql_text
 from bundle.neighbour_invariants import Profile, TableFacts, open_read_only, orphans_where, quote
 from bundle.scoring_limits import Limits
 
@@ -69,20 +69,26 @@ def targeted(base: Path, gold: str, profile: Profile, limits: Limits) -> Iterato
 
 
 def boundary(conn: sqlite3.Connection, columns: list[tuple[str, str, str]], literals: Mapping[str, list],
-             bounds: Mapping[str, list]) -> Iterator[tuple[str, Edit]]:
+             bounds: Mapping[str, list], conditions: Mapping[str, list[tuple[str, object]]] | None = None,
+             ) -> Iterator[tuple[str, Edit]]:
     """One row's cell set to a boundary value, for each (table, column, declared type) of ``columns``
     whose name ``literals`` compares with: every literal exactly first, then one either side; at most
     BOUNDARY_ROWS rows a value, rows already holding it skipped, the rows holding the literals of the
     row's other columns first; the columns take turns, one edit each. ``bounds``: a gold's BETWEEN
-    bounds (column -> values), never set where the original lacks them (the caller drops those it holds)."""
+    bounds (column -> values), never set where the original lacks them (the caller drops those it holds).
+    ``conditions``: the gold's comparisons (``conditions``); a column's rows that meet those of the
+    table's other columns come first (``year = 1956 AND total > 400``: a total of 400 shows on a row
+    of 1956)."""
     for nearby in (False, True):
-        each = [_boundary_of(conn, table, column, declared, literals, bounds, nearby) for table, column, declared in columns]
+        each = [_boundary_of(conn, table, column, declared, literals, bounds, nearby, conditions or {})
+                for table, column, declared in columns]
         for turn in itertools.zip_longest(*each):  # a column's rows in turn with the others': a cap reaches every column
             yield from (made for made in turn if made is not None)
 
 
 def _boundary_of(conn: sqlite3.Connection, table: str, column: str, declared: str, literals: Mapping[str, list],
-                 bounds: Mapping[str, list], nearby: bool) -> Iterator[tuple[str, Edit]]:
+                 bounds: Mapping[str, list], nearby: bool,
+                 conditions: Mapping[str, list[tuple[str, object]]]) -> Iterator[tuple[str, Edit]]:
     """``boundary``'s edits of one column: its rows most likely to meet the query's other conditions
     first, each given every value in turn (at most BOUNDARY_ROWS rows a value)."""
     values = [nv.stored(v, declared) for v in _boundary_values(literals.get(column.lower(), []), nearby)
@@ -90,7 +96,7 @@ def _boundary_of(conn: sqlite3.Connection, table: str, column: str, declared: st
     if not values:
         return
     given = dict.fromkeys(range(len(values)), 0)
-    order = _likely_first(conn, table, column, literals)
+    order = _likely_first(conn, table, column, conditions)
     for (rowid,) in _rows(conn, table, "1", [], BOUNDARY_ROWS * len(values), order):
         for k, value in enumerate(values):
             if given[k] < BOUNDARY_ROWS and _rows(conn, table, f"rowid = ? AND {quote(column)} IS NOT ?", [rowid, value], 1):
@@ -99,21 +105,49 @@ def _boundary_of(conn: sqlite3.Connection, table: str, column: str, declared: st
                        [(f"UPDATE {quote(table)} SET {quote(column)} = ? WHERE rowid = ?", (value, rowid))])
 
 
+COMPARISONS = ("=", "==", "<", ">", "<=", ">=", "!=", "<>")
+
+
+def conditions(sql: str, columns: set[str]) -> dict[str, list[tuple[str, object]]]:
+    """The comparisons ``column op literal`` of ``sql`` (lower-case column -> (op, value)), each once:
+    what a row must meet for the query to keep it, as far as one comparison tells."""
+    code = sql_text.code_tokens(sql)
+    out: dict[str, list[tuple[str, object]]] = {}
+    for i in range(len(code) - 2):
+        name, op, lit = code[i], code[i + 1].text, code[i + 2]
+        column = name.text.strip('"`[]').lower() if name.kind in ("word", "quoted") else ""
+        value = _literal_value(lit)
+        if column in columns and op in COMPARISONS and value is not None and (column, (op, value)) not in (
+                (c, x) for c, found in out.items() for x in found):
+            out.setdefault(column, []).append((op, value))
+    return out
+
+
+def _literal_value(tok: sql_text.Token) -> object:
+    if tok.kind == "string":
+        return tok.text[1:-1].replace("''", "'")
+    if tok.kind == "number" and not tok.text.lower().startswith("0x"):
+        try:
+            return int(tok.text)
+        except ValueError:
+            return float(tok.text)
+    return None
+
+
 def _likely_first(conn: sqlite3.Connection, table: str, column: str,
-                  literals: Mapping[str, list]) -> tuple[str, list]:
-    """An ORDER BY (and its parameters) putting first the rows whose other columns hold the most of
-    the literals the queries compare them with: a boundary value shows on a row the query's other
-    conditions keep (``year = 1956 AND total > 400``: the rows of 1956 first), then by rowid."""
+                  conditions: Mapping[str, list[tuple[str, object]]]) -> tuple[str, list]:
+    """An ORDER BY (and its parameters) putting first the rows that meet the most of the query's
+    comparisons on the table's other columns, then by rowid."""
     try:
         names = [row[1] for row in conn.execute(f"PRAGMA table_info({quote(table)})")]
     except sqlite3.Error:
         names = []
     parts, params = [], []
     for name in names:
-        values = [v for v in literals.get(name.lower(), []) if isinstance(v, (int, float, str))]
-        if name.lower() != column.lower() and values:
-            parts.append(f"({quote(name)} IN ({', '.join('?' * len(values))}))")
-            params += values
+        if name.lower() != column.lower():
+            for op, value in conditions.get(name.lower(), []):
+                parts.append(f"coalesce({quote(name)} {'<>' if op == '!=' else op} ?, 0)")
+                params.append(value)
     return (f"({' + '.join(parts)}) DESC, rowid", params) if parts else ("rowid", [])
 
 
