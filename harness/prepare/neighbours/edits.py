@@ -73,16 +73,16 @@ def boundary(conn: sqlite3.Connection, columns: list[tuple[str, str, str]], lite
              ) -> Iterator[tuple[str, Edit]]:
     """One row's cell set to a boundary value, for each (table, column, declared type) of ``columns``
     whose name ``literals`` compares with: every literal exactly first, then one either side; at most
-    BOUNDARY_ROWS rows a value, rows already holding it skipped, the rows holding the literals of the
-    row's other columns first; the columns take turns, one edit each. ``bounds``: a gold's BETWEEN
-    bounds (column -> values), never set where the original lacks them (the caller drops those it holds).
-    ``conditions``: the gold's comparisons (``conditions``); a column's rows that meet those of the
-    table's other columns come first (``year = 1956 AND total > 400``: a total of 400 shows on a row
-    of 1956)."""
+    BOUNDARY_ROWS rows a value, rows already holding it skipped; the columns take turns, one edit
+    each, so that a cap reaches every column. ``bounds``: a gold's BETWEEN bounds (column -> values),
+    never set where the original lacks them (the caller drops those it holds). ``conditions``: the
+    gold's comparisons (``conditions``); a column's rows that meet the most of those on the table's
+    other columns come first, each given every value in turn (``year = 1956 AND total > 400``: a
+    total of 400 shows on a row of 1956)."""
     for nearby in (False, True):
         each = [_boundary_of(conn, table, column, declared, literals, bounds, nearby, conditions or {})
                 for table, column, declared in columns]
-        for turn in itertools.zip_longest(*each):  # a column's rows in turn with the others': a cap reaches every column
+        for turn in itertools.zip_longest(*each):
             yield from (made for made in turn if made is not None)
 
 
@@ -116,16 +116,18 @@ def conditions(sql: str, columns: set[str]) -> dict[str, list[tuple[str, object]
     for i in range(len(code) - 2):
         name, op, lit = code[i], code[i + 1].text, code[i + 2]
         column = name.text.strip('"`[]').lower() if name.kind in ("word", "quoted") else ""
-        value = _literal_value(lit)
-        if column in columns and op in COMPARISONS and value is not None and (column, (op, value)) not in (
-                (c, x) for c, found in out.items() for x in found):
+        value = _literal_value(lit, columns)
+        if column in columns and op in COMPARISONS and value is not None and (op, value) not in out.get(column, []):
             out.setdefault(column, []).append((op, value))
     return out
 
 
-def _literal_value(tok: sql_text.Token) -> object:
+def _literal_value(tok: sql_text.Token, columns: set[str]) -> object:
+    """A string or number token's value (a double-quoted text naming no column is a string, as SQLite reads it)."""
     if tok.kind == "string":
         return tok.text[1:-1].replace("''", "'")
+    if tok.kind == "quoted" and tok.text.startswith('"') and tok.text[1:-1].lower() not in columns:
+        return tok.text[1:-1].replace('""', '"')
     if tok.kind == "number" and not tok.text.lower().startswith("0x"):
         try:
             return int(tok.text)
