@@ -86,7 +86,7 @@ def working(base: Path, keep: bool) -> Iterator[Path]:
         return
     folder = base / WORKING
     if not folder.is_dir():
-        earlier = sorted((p for p in search_cache.bundle_folders(base)), key=lambda p: p.stat().st_mtime)
+        earlier = sorted(search_cache.bundle_folders(base), key=lambda p: p.stat().st_mtime)
         if earlier:
             os.rename(earlier[-1], folder)
     with search_cache.keeping(folder):
