@@ -138,6 +138,26 @@ def between_bounds(sql: str, columns: set[str]) -> dict[str, list]:
     return {k: v for k, v in out.items() if v}
 
 
+COMPARISONS = ("=", "==", "<", ">", "<=", ">=", "!=", "<>")
+
+
+def comparisons_by_column(sql: str, columns: set[str]) -> dict[str, list[tuple[str, object]]]:
+    """The comparisons ``column op literal`` of ``sql`` (lower-case column -> (op, value), each once):
+    what a row must meet for the query to keep it, as far as one comparison tells.
+
+    >>> comparisons_by_column('SELECT a FROM t WHERE t.b > 4 AND c = "x" AND b > 4', {"a", "b", "c"})
+    {'b': [('>', 4)], 'c': [('=', 'x')]}
+    """
+    code = _code(sql)
+    out: dict[str, list[tuple[str, object]]] = {}
+    for name, op, lit in zip(code, code[1:], code[2:]):
+        column, value = _name(name, columns), _literal(lit, columns)
+        if column is not None and op.text in COMPARISONS and value is not None \
+                and (op.text, value) not in out.get(column, []):
+            out.setdefault(column, []).append((op.text, value))
+    return out
+
+
 def _one_table(words: list[str]) -> bool:
     return "JOIN" not in words and not any(w == "FROM" and i + 2 < len(words) and words[i + 2] == ","
                                            for i, w in enumerate(words))

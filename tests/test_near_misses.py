@@ -354,9 +354,9 @@ def test_boundary_edits_start_on_the_rows_the_other_conditions_keep_and_reach_ev
     try:
         from bundle import neighbour_values as nv
         literals = nv.literals_by_column(gold, {"year", "total", "fte"})
-        conditions = edits.conditions(gold, {"year", "total", "fte"})
+        conditions = nv.comparisons_by_column(gold, {"year", "total", "fte"})
         assert conditions == {"year": [("=", 1956)], "total": [(">", 400)]}
-        assert edits.conditions("SELECT 1 FROM e WHERE e.fte <> 3 AND \"year\" >= 'x' AND total = \"y\"",
+        assert nv.comparisons_by_column("SELECT 1 FROM e WHERE e.fte <> 3 AND \"year\" >= 'x' AND total = \"y\"",
                                 {"year", "total", "fte"}) == {"fte": [("<>", 3)], "year": [(">=", "x")], "total": [("=", "y")]}
         made = list(itertools.islice(edits.boundary(conn, [("e", "year", "INT"), ("e", "total", "INT")], literals, {},
                                                     conditions), 6))

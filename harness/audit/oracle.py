@@ -277,7 +277,7 @@ class Oracle:
         columns = [c for c in edits.free_columns(self.profile) if c[0].lower() in read]  # a table no query reads changes none
         conn = inv.open_read_only(str(base))
         try:
-            yield from edits.boundary(conn, columns, literals, bounds, edits.conditions(gold, names))
+            yield from edits.boundary(conn, columns, literals, bounds, nv.comparisons_by_column(gold, names))
         finally:
             conn.close()
 

@@ -16,19 +16,22 @@ import hashlib
 import json
 import os
 
+from bundle.search_disk import ENV as SEARCH_CACHE_ENV
+from bundle.search_disk import folder_digest
 from harness.common.bundle_loader import LoadedBundle
 from harness.common.memo import plain
 
 PER_DATABASE = ("databases", "gold_results", "invariants", "neighbour_results")
-OWN_ENV = "SPIDER_SCORING_SEARCH_CACHE"  # where search databases are kept: the same verdicts with or without
 
 
 def _scoring_environment() -> dict[str, str]:
-    """The SPIDER_SCORING_* settings a call reads (its limits), but the search cache's folder."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("SPIDER_SCORING") and k != OWN_ENV}
+    """The SPIDER_SCORING_* settings a call reads (its limits), but the search cache's folder (the same
+    verdicts with or without it)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("SPIDER_SCORING") and k != SEARCH_CACHE_ENV}
 
 
 _PRINTS: dict[str, dict[str, str]] = {}  # the zip's SHA-256 and settings -> its prints (one bundle's worth at a time)
+_ZIPS: dict[str, tuple[str, dict[str, str]]] = {}  # the zip's SHA-256 -> its modules' digest and originals' SHA-256
 
 
 def database_prints(loaded: LoadedBundle) -> dict[str, str]:
@@ -41,18 +44,13 @@ def database_prints(loaded: LoadedBundle) -> dict[str, str]:
     return found
 
 
-def _code(loaded: LoadedBundle) -> str:
-    """SHA-256 over the loaded bundle's modules (name and bytes), once a zip."""
-    found = _CODE.get(loaded.sha256)
+def _zip(loaded: LoadedBundle) -> tuple[str, dict[str, str]]:
+    """The loaded bundle's modules' digest (``search_disk.folder_digest``) and its originals' SHA-256, once a zip."""
+    found = _ZIPS.get(loaded.sha256)
     if found is None:
-        code = hashlib.sha256()
-        for path in sorted(loaded.root.glob("*.py")):
-            code.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        found = _CODE[loaded.sha256] = code.hexdigest()
+        originals = {db_id: str(e["sha256"]) for db_id, e in loaded.index()["databases"].items()}
+        found = _ZIPS[loaded.sha256] = (folder_digest(str(loaded.root)), originals)
     return found
-
-
-_CODE: dict[str, str] = {}
 
 
 def _prints(loaded: LoadedBundle) -> dict[str, str]:
@@ -65,7 +63,7 @@ def _prints(loaded: LoadedBundle) -> dict[str, str]:
         golds.setdefault(row["db_id"], set()).add((row["gold"], reason and json.dumps([reason, disputed.get(reason)])))
     out = {}
     for db_id in index["databases"]:
-        parts = [_code(loaded), shared, _scoring_environment(), sorted(golds.get(db_id, ())),
+        parts = [_zip(loaded)[0], shared, _scoring_environment(), sorted(golds.get(db_id, ())),
                  [index.get(k, {}).get(db_id) for k in PER_DATABASE]]
         out[db_id] = hashlib.sha256(json.dumps(plain(parts), sort_keys=True).encode()).hexdigest()
     return out
@@ -74,10 +72,5 @@ def _prints(loaded: LoadedBundle) -> dict[str, str]:
 def original_print(loaded: LoadedBundle, db_id: str) -> str:
     """The SHA-256 of ``db_id``'s original database, as the index records it (checked when loaded),
     with the bundle's modules' (the witnesses and the oracle judge with its ``verify``)."""
-    found = _ORIGINALS.get(loaded.sha256)
-    if found is None:
-        found = _ORIGINALS[loaded.sha256] = {d: str(e["sha256"]) for d, e in loaded.index()["databases"].items()}
-    return f"{found[db_id]}:{_code(loaded)}"
-
-
-_ORIGINALS: dict[str, dict[str, str]] = {}  # the zip's SHA-256 -> its originals' (the index read once)
+    code, originals = _zip(loaded)
+    return f"{originals[db_id]}:{code}"

@@ -126,36 +126,36 @@ def score_all(loaded: LoadedBundle, tasks: list[Task], threads: int, processes: 
     ``TASKS_A_PROCESS`` tasks each), each on ``threads`` threads. A call's verdict is a function of
     the call and the bundle alone, so the calls are the same with any number of processes; a
     database's calls are kept in ``memo``, keyed by its part of the bundle (harness.audit.review_memo)."""
-    by_db: dict[str, list[Task]] = collections.defaultdict(list)
-    for task in tasks:
-        by_db[task[1]].append(task)
-    if not memo:
-        return _score_new(loaded, tasks, by_db, threads, processes)
-    prints = review_memo.database_prints(loaded)
-    keys = {db_id: memo.key("calls", prints[db_id], sorted(part)) for db_id, part in by_db.items()}
     done: dict[Task, Call] = {}
-    for db_id, part in by_db.items():
-        kept = memo.get("calls", keys[db_id])
-        if kept is not None:
-            done.update(zip(sorted(part), kept.value))
-    todo = {db_id: part for db_id, part in by_db.items() if part[0] not in done}
-    made = _score_new(loaded, [t for part in todo.values() for t in part], todo, threads, processes)
-    for db_id, part in todo.items():
-        calls = [made[t] for t in sorted(part)]
-        if all(c.kind != "crash" for c in calls):  # a fault of this run is never kept
-            memo.put("calls", keys[db_id], calls)
+    keys: dict[str, tuple[str, list[Task]]] = {}  # db_id -> its key in ``memo``, and its tasks in key order
+    if memo:
+        prints = review_memo.database_prints(loaded)
+        for db_id, part in _per_database(tasks).items():
+            keys[db_id] = (memo.key("calls", prints[db_id], sorted(part)), sorted(part))
+            kept = memo.get("calls", keys[db_id][0])
+            if kept is not None:
+                done.update(zip(keys[db_id][1], kept.value))
+    made = _score_new(loaded, [t for t in tasks if t not in done], threads, processes)
+    for key, part in keys.values():
+        if part[0] in made and all(made[t].kind != "crash" for t in part):  # a fault of this run is never kept
+            memo.put("calls", key, [made[t] for t in part])
     done.update(made)
     return {task: done[task] for task in tasks}
 
 
-def _score_new(loaded: LoadedBundle, tasks: list[Task], by_db: dict[str, list[Task]], threads: int,
-               processes: int | None) -> dict[Task, Call]:
-    """``score_all`` of ``tasks`` (``by_db``: them per database), nothing kept."""
-    if not tasks:
-        return {}
+def _per_database(tasks: list[Task]) -> dict[str, list[Task]]:
+    by_db: dict[str, list[Task]] = collections.defaultdict(list)
+    for task in tasks:
+        by_db[task[1]].append(task)
+    return by_db
+
+
+def _score_new(loaded: LoadedBundle, tasks: list[Task], threads: int, processes: int | None) -> dict[Task, Call]:
+    """``score_all`` of ``tasks``, nothing kept."""
+    by_db = _per_database(tasks)
     count = min(processes or usable_cores(), len(by_db), len(tasks) // TASKS_A_PROCESS)
     if count <= 1:
-        return _score_here(loaded, tasks, threads)
+        return _score_here(loaded, tasks, threads) if tasks else {}
     parts = sorted(by_db.values(), key=len, reverse=True)  # the largest first: they finish together
     jobs = [(loaded.zip_path, loaded.sha256, str(loaded.root), loaded.package, loaded.entries, part, threads)
             for part in parts]

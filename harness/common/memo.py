@@ -43,6 +43,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from harness.common.files import sha256_file
+
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "entry.pickle"
 FORMAT = 1  # bump when an entry's layout changes
@@ -55,15 +57,6 @@ def code_digest() -> str:
     for folder in ("bundle", "harness"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def file_digest(path: Path | str) -> str:
-    """SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -112,7 +105,7 @@ class Memo:
             with open(place / ENTRY, "rb") as f:
                 value, hashes = pickle.load(f)  # noqa: S301 - written by put() below, in the user's own cache
             for n, expected in enumerate(hashes):
-                if file_digest(place / f"{n}.file") != expected:
+                if sha256_file(place / f"{n}.file") != expected:
                     raise ValueError(f"{place / f'{n}.file'} differs from the digest kept")
         except (OSError, EOFError, ValueError, TypeError, AttributeError, ImportError, pickle.UnpicklingError):
             self.misses += 1
@@ -135,7 +128,7 @@ class Memo:
             hashes = []
             for n, source in enumerate(files):
                 shutil.copyfile(source, temp / f"{n}.file")
-                hashes.append(file_digest(temp / f"{n}.file"))
+                hashes.append(sha256_file(temp / f"{n}.file"))
             with open(temp / ENTRY, "wb") as f:
                 pickle.dump((value, hashes), f, protocol=4)
             if place.exists():  # damaged: moved aside whole, so a reader sees the old entry or the new one

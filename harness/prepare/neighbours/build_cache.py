@@ -30,7 +30,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.common.memo import code_digest, file_digest
+from harness.common.files import sha256_file
+from harness.common.memo import code_digest
 from harness.prepare.neighbours.distil import Distilled
 
 ENTRY = "entry.pickle"
@@ -39,7 +40,7 @@ FORMAT = 1  # bump when the entry's layout changes
 
 def key(db_id: str, original: Path, golds: Iterable[str], settings: object, relaxation: object | None) -> str:
     """The entry's name: what the result depends on, hashed."""
-    parts = {"format": FORMAT, "code": code_digest(), "db_id": db_id, "original": file_digest(original),
+    parts = {"format": FORMAT, "code": code_digest(), "db_id": db_id, "original": sha256_file(original),
              "golds": sorted(set(golds)), "settings": _plain(settings), "relaxation": _plain(relaxation)}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
@@ -61,7 +62,7 @@ def load(cache: Path, name: str, work: Path) -> Distilled | None:
         for n, expected in enumerate(hashes):
             target = work / f"{stored.db_id}-{n + 1}.sqlite"
             shutil.copyfile(folder / f"{n}.sqlite", target)
-            if file_digest(target) != expected:
+            if sha256_file(target) != expected:
                 return None
             files.append(target)
     except (OSError, EOFError, ValueError, TypeError, AttributeError, pickle.UnpicklingError):
@@ -80,7 +81,7 @@ def store(cache: Path, name: str, found: Distilled) -> bool:
             hashes = []
             for n, source in enumerate(found.files):
                 shutil.copyfile(source, temp / f"{n}.sqlite")
-                hashes.append(file_digest(temp / f"{n}.sqlite"))
+                hashes.append(sha256_file(temp / f"{n}.sqlite"))
             with open(temp / ENTRY, "wb") as f:
                 pickle.dump((dataclasses.replace(found, files=[Path(f"{n}.sqlite") for n in range(len(hashes))]),
                              hashes), f, protocol=4)

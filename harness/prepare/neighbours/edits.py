@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from bundle import neighbour_values as nv
-from bundle import sql_guard, sql_text
+from bundle import sql_guard
 from bundle.neighbour_invariants import Profile, TableFacts, open_read_only, orphans_where, quote
 from bundle.scoring_limits import Limits
 
@@ -76,9 +76,9 @@ def boundary(conn: sqlite3.Connection, columns: list[tuple[str, str, str]], lite
     BOUNDARY_ROWS rows a value, rows already holding it skipped; the columns take turns, one edit
     each, so that a cap reaches every column. ``bounds``: a gold's BETWEEN bounds (column -> values),
     never set where the original lacks them (the caller drops those it holds). ``conditions``: the
-    gold's comparisons (``conditions``); a column's rows that meet the most of those on the table's
-    other columns come first, each given every value in turn (``year = 1956 AND total > 400``: a
-    total of 400 shows on a row of 1956)."""
+    gold's comparisons (``neighbour_values.comparisons_by_column``); a column's rows that meet the
+    most of those on the table's other columns come first, each given every value in turn
+    (``year = 1956 AND total > 400``: a total of 400 shows on a row of 1956)."""
     for nearby in (False, True):
         each = [_boundary_of(conn, table, column, declared, literals, bounds, nearby, conditions or {})
                 for table, column, declared in columns]
@@ -103,37 +103,6 @@ def _boundary_of(conn: sqlite3.Connection, table: str, column: str, declared: st
                 given[k] += 1
                 yield (f"{table}.{column} of row {rowid} set to {value!r}",
                        [(f"UPDATE {quote(table)} SET {quote(column)} = ? WHERE rowid = ?", (value, rowid))])
-
-
-COMPARISONS = ("=", "==", "<", ">", "<=", ">=", "!=", "<>")
-
-
-def conditions(sql: str, columns: set[str]) -> dict[str, list[tuple[str, object]]]:
-    """The comparisons ``column op literal`` of ``sql`` (lower-case column -> (op, value)), each once:
-    what a row must meet for the query to keep it, as far as one comparison tells."""
-    code = sql_text.code_tokens(sql)
-    out: dict[str, list[tuple[str, object]]] = {}
-    for i in range(len(code) - 2):
-        name, op, lit = code[i], code[i + 1].text, code[i + 2]
-        column = name.text.strip('"`[]').lower() if name.kind in ("word", "quoted") else ""
-        value = _literal_value(lit, columns)
-        if column in columns and op in COMPARISONS and value is not None and (op, value) not in out.get(column, []):
-            out.setdefault(column, []).append((op, value))
-    return out
-
-
-def _literal_value(tok: sql_text.Token, columns: set[str]) -> object:
-    """A string or number token's value (a double-quoted text naming no column is a string, as SQLite reads it)."""
-    if tok.kind == "string":
-        return tok.text[1:-1].replace("''", "'")
-    if tok.kind == "quoted" and tok.text.startswith('"') and tok.text[1:-1].lower() not in columns:
-        return tok.text[1:-1].replace('""', '"')
-    if tok.kind == "number" and not tok.text.lower().startswith("0x"):
-        try:
-            return int(tok.text)
-        except ValueError:
-            return float(tok.text)
-    return None
 
 
 def _likely_first(conn: sqlite3.Connection, table: str, column: str,

@@ -50,7 +50,8 @@ from bundle import neighbour_invariants as inv
 from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, read_original
 from bundle.verify import MATCH, gold_result, judge
-from harness.common.memo import Memo, file_digest
+from harness.common.files import sha256_file
+from harness.common.memo import Memo
 from harness.common.processes import map_in_processes
 from harness.prepare.neighbours import edits
 from harness.prepare.neighbours.distil import BUILD_STEPS, Distilled, build_limits
@@ -206,8 +207,8 @@ def _close_database(job: tuple) -> tuple[list[_Added], list[Outcome]]:
 def _key(memo: Memo, found: Distilled, original: Path, holes: list[Hole], fair: Mapping[str, tuple[str, ...]],
          settings: Settings) -> str:
     """What one database's separation depends on (``close``), for ``memo``."""
-    named = [dataclasses.replace(h, witness=file_digest(h.witness) if h.witness else "") for h in holes]
-    return memo.key("separation", file_digest(original), [file_digest(f) for f in found.files],
+    named = [dataclasses.replace(h, witness=sha256_file(h.witness) if h.witness else "") for h in holes]
+    return memo.key("separation", sha256_file(original), [sha256_file(f) for f in found.files],
                     dataclasses.replace(found, files=[]), named, fair, settings)
 
 
