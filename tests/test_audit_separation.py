@@ -111,6 +111,30 @@ def test_a_database_without_neighbours_leaves_its_holes_open_and_says_why(tmp_pa
     assert built == {} and outcomes[0].neighbour is None and "no neighbours" in outcomes[0].how
 
 
+class _Closing:
+    """A database whose added neighbours every one close the hole (``fits``), and one distilled neighbour."""
+
+    def __init__(self, added: list) -> None:
+        self.found = type("Found", (), {"files": [Path("distilled-1.sqlite")]})()
+        self.added = added
+        self.tried: list[Path] = []
+
+    def fits(self, path: Path, hole: separate.Hole, prove: bool) -> object:
+        self.tried.append(path)
+        return f"{hole.gold} on {path}"
+
+
+def test_a_hole_is_closed_first_where_its_gold_is_judged_already():
+    """Closing it on a neighbour the gold is judged on costs the reward no new check."""
+    other, judged = separate._Added(Path("a.sqlite"), {"SELECT other": "r"}), separate._Added(Path("b.sqlite"), {JAZZ: "r"})
+    database = _Closing([other, judged])
+    outcome = separate._close_one(database, separate.Hole("music_shop", JAZZ, MIRA), separate.Settings())
+    assert (outcome.neighbour, outcome.how, database.tried) == (3, "added before", [Path("b.sqlite")])
+    assert JAZZ not in other.results and judged.results[JAZZ] == "r"  # the gold's stored result stays
+    outcome = separate._close_one(database, separate.Hole("music_shop", "SELECT new", MIRA), separate.Settings())
+    assert (outcome.neighbour, other.results["SELECT new"]) == (2, "SELECT new on a.sqlite")  # none has it: the first
+
+
 # -- the same neighbours on CPython 3.9 (a Debian bullseye container) ----------------------------------
 
 PY39_IMAGE = "spider-scoring-base:bullseye"

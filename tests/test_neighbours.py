@@ -168,6 +168,28 @@ def test_the_kept_neighbours_separate_constant_answers(pets_distilled):
     assert len(pets_distilled.files) <= distil.Settings().max_keep
 
 
+def _candidate(name: str, golds: dict, separated: set, rows: set) -> distil.Candidate:
+    return distil.Candidate(Path(name), golds, separated, rows, set())
+
+
+def test_a_gold_is_judged_on_the_fewest_neighbours_that_separate_what_they_all_do():
+    """A check costs the reward a run on every match: here neighbour 3 alone separates both look-alikes
+    of g that neighbours 1 and 2 separate one each (judged in turn, each would add one: two checks)."""
+    g, h, empty = "SELECT g", "SELECT h", "SELECT nothing"
+    res = {k: _result([(k,)]) for k in (g, h, empty)}
+    kept = [_candidate("1", {g: res[g], h: res[h], empty: res[empty]}, {(g, "a"), (h, "x")}, {g, h}),
+            _candidate("2", {g: res[g], empty: res[empty]}, {(g, "b")}, {g, empty}),
+            _candidate("3", {g: res[g]}, {(g, "a"), (g, "b")}, {g})]
+    originals = {g: res[g], h: res[h], empty: _result([])}
+    judged = distil._judged_on(kept, [g, h, empty], originals)
+    assert [r is not None for r in judged[g]] == [False, False, True]
+    assert [r is not None for r in judged[h]] == [True, False, False]  # not judged on 2 and 3: it may not be
+    # separated nowhere: judged on the first neighbour, or for a gold with no rows the first that gives it some
+    assert [r is not None for r in judged[empty]] == [False, True, False]
+    kept[2] = _candidate("3", {}, set(), set())  # g may not be judged on 3: both the others are needed
+    assert [r is not None for r in distil._judged_on(kept, [g], originals)[g]] == [True, True, False]
+
+
 ROUNDS = [
     pytest.param(dict(enough=1.01, min_gain=0), 12, id="never enough, every round gains: every round is built"),
     pytest.param(dict(enough=0.0), 4, id="enough after the first round: one round"),

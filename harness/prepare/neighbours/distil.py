@@ -30,6 +30,7 @@ Deterministic: the same original, golds and seed give the same files, byte for b
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import shutil
 from pathlib import Path
 
@@ -251,26 +252,50 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
 
 def _judged_on(kept: list[Candidate], golds: list[str],
                originals: dict[str, gold_results.GoldResult]) -> dict[str, list[gold_results.GoldResult | None]]:
-    """Each gold's result on each kept neighbour, None where the gold is not judged there: where it
-    may not be (``evaluate``), or where that neighbour adds nothing for it: it separates no look-alike
-    of the gold that the neighbours before it leave, and gives it no rows it lacks. A gold no
-    neighbour adds anything for is judged on the first it may be. A check costs the reward a run on
-    every match: each one must earn it."""
+    """Each gold's result on each kept neighbour, None where the gold is not judged there.
+
+    A check costs the reward a run on every match: each one must earn it. A gold is judged on the
+    fewest kept neighbours it may be judged on (``evaluate``) that together separate every
+    look-alike of it that any of them separates (``_fewest``; for a gold with no rows, the empty
+    answer is one of them). A gold none separates anything for is judged on the first it may be
+    (for a gold with no rows on the original, the first that gives it rows, if one does)."""
     out = {}
     for gold in golds:
-        empty = gold in originals and not originals[gold].shape.rows
-        seen: set[tuple[str, str]] = set()
-        per: list[gold_results.GoldResult | None] = []
-        for candidate in kept:
-            mine = {t for t in candidate.separated if t[0] == gold}
-            adds = bool(mine - seen) or (empty and gold in candidate.non_empty and not seen)
-            per.append(candidate.golds.get(gold) if adds else None)
-            seen |= mine | ({(gold, "")} if adds and empty else set())
-        if not any(r is not None for r in per):
-            first = next((k for k, c in enumerate(kept) if c.golds.get(gold) is not None), None)
-            per = [kept[k].golds.get(gold) if k == first else None for k in range(len(kept))]
-        out[gold] = per
+        usable = [k for k, c in enumerate(kept) if c.golds.get(gold) is not None]
+        chosen = [usable[i] for i in _fewest([{t for t in kept[k].separated if t[0] == gold} for k in usable])]
+        if not chosen and usable:
+            empty = gold in originals and not originals[gold].shape.rows
+            chosen = [next((k for k in usable if empty and gold in kept[k].non_empty), usable[0])]
+        out[gold] = [kept[k].golds.get(gold) if k in chosen else None for k in range(len(kept))]
     return out
+
+
+_EXACT_UP_TO = 10  # sets up to which the fewest are found by trying every choice (max_keep is 3)
+
+
+def _fewest(parts: list[set]) -> tuple[int, ...]:
+    """The positions of the fewest ``parts`` whose union is the union of all: the first such choice
+    in order of size, then of position. Past ``_EXACT_UP_TO`` parts, the part that adds the most
+    is taken in turn (ties: the first).
+
+    >>> _fewest([{"a"}, {"b"}, {"a", "b"}]), _fewest([{"a"}, {"a", "b"}, {"c"}]), _fewest([set(), set()])
+    ((2,), (1, 2), ())
+    """
+    need = set().union(*parts)
+    if not need:
+        return ()
+    if len(parts) <= _EXACT_UP_TO:
+        for size in range(1, len(parts) + 1):
+            for chosen in itertools.combinations(range(len(parts)), size):
+                if set().union(*(parts[i] for i in chosen)) == need:
+                    return chosen
+    picked: list[int] = []
+    covered: set = set()
+    while need - covered:
+        best = max(range(len(parts)), key=lambda i: (len(parts[i] - covered), -i))
+        picked.append(best)
+        covered |= parts[best]
+    return tuple(sorted(picked))
 
 
 def _rounds(db_id: str, fuzzers: list[Fuzzer], originals: dict[str, gold_results.GoldResult],

@@ -12,7 +12,8 @@ neighbour database of that database on which
 
 Tried in turn, the first that qualifies is kept:
 
-1. the neighbours this step added to the database before (one database often closes several holes);
+1. the neighbours this step added to the database before (one database often closes several holes),
+   those the hole's gold is judged on already first (closing it there costs the reward no check);
 2. for a near miss, the database the oracle showed it wrong on (harness.audit.oracle, with its
    build seeds: it keeps every invariant by construction, and the proof checks it again);
 3. ``draws`` databases drawn by the bundle's generator (``bundle.neighbour_fuzz``) as the grader's
@@ -222,7 +223,9 @@ def _in_order(holes: set[Hole]) -> list[Hole]:
 
 def _close_one(database: _Database, hole: Hole, settings: Settings) -> Outcome:
     base = len(database.found.files)
-    for k, added in enumerate(database.added):
+    # Those the gold is judged on already first: closing the hole there costs the reward no new check.
+    for k in sorted(range(len(database.added)), key=lambda k: hole.gold not in database.added[k].results):
+        added = database.added[k]
         here = database.fits(added.path, hole, prove=False)
         if here is not None:
             added.results.setdefault(hole.gold, here)
