@@ -135,6 +135,39 @@ def test_a_hole_is_closed_first_where_its_gold_is_judged_already():
     assert (outcome.neighbour, other.results["SELECT new"]) == (2, "SELECT new on a.sqlite")  # none has it: the first
 
 
+def _numbers(path: Path, values: list[int]) -> Path:
+    import sqlite3
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(v,) for v in values])
+    conn.close()
+    return path
+
+
+def test_a_gold_keeps_the_fewest_checks_that_still_tell_every_answer_and_an_unused_neighbour_goes(tmp_path):
+    """Judged on a distilled neighbour and two added ones, the gold keeps the one added neighbour that tells
+    both its answers apart; the other added one, judged by no gold now, is left out, and the hole it
+    closed is said to be closed by the one kept."""
+    from types import SimpleNamespace
+
+    from bundle.verify import gold_result
+    gold, constant, bounded = "SELECT count(*) FROM t WHERE x > 1", "SELECT 2", "SELECT count(*) FROM t WHERE x > 1 AND x < 100"
+    original = _numbers(tmp_path / "original.sqlite", [1, 2, 3])
+    files = [_numbers(tmp_path / f"{name}.sqlite", rows) for name, rows in
+             [("distilled", [1, 2, 3, 4]), ("both", [1, 200]), ("bounded", [1, 5, 200])]]
+    limits = distil.build_limits()
+    result = {path: gold_result(gold, str(path), limits) for path in [original, *files]}
+    found = distil.Distilled("numbers", files[:1], {gold: [result[files[0]]]}, {gold: result[original]}, None, frozenset(),
+                             0, 0, 0, 0, 0, 0, 0, look_alikes={gold: (constant,)})
+    added = [separate._Added(files[1], {gold: result[files[1]]}), separate._Added(files[2], {gold: result[files[2]]})]
+    database = SimpleNamespace(found=found, added=added, original=original, limits=limits)
+    closed = [separate.Outcome(separate.Hole("numbers", gold, bounded), 3, "draw 1")]
+    settled, outcomes = separate._fewest_checks(database, closed, {gold: ("SELECT 3",)})  # type: ignore[arg-type]
+    assert settled.files == files[:2]
+    assert [r is not None for r in settled.results[gold]] == [False, True]
+    assert outcomes[0].neighbour == 2
+
+
 # -- the same neighbours on CPython 3.9 (a Debian bullseye container) ----------------------------------
 
 PY39_IMAGE = "spider-scoring-base:bullseye"

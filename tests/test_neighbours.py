@@ -4,12 +4,15 @@ are judged per gold, prepare proves what it writes, and the bundle judges a matc
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bundle import gold_results, neighbour_invariants, neighbour_mining, neighbour_proof, scoring_entry, sql_compare
 from bundle.neighbour_fuzz import Fuzzer
@@ -188,6 +191,23 @@ def test_a_gold_is_judged_on_the_fewest_neighbours_that_separate_what_they_all_d
     assert [r is not None for r in judged[empty]] == [False, True, False]
     kept[2] = _candidate("3", {}, set(), set())  # g may not be judged on 3: both the others are needed
     assert [r is not None for r in distil._judged_on(kept, [g], originals)[g]] == [True, True, False]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sets(st.integers(0, 7), max_size=5), max_size=7))
+def test_the_fewest_sets_cover_what_all_do_and_no_fewer_could(parts):
+    from harness.common.cover import fewest
+    chosen = fewest(parts)
+    assert set().union(*(parts[i] for i in chosen)) == set().union(*parts)
+    assert not any(set().union(*(parts[i] for i in c)) == set().union(*parts)
+                   for c in itertools.combinations(range(len(parts)), len(chosen) - 1)) if chosen else not set().union(*parts)
+
+
+def test_past_ten_sets_the_cover_is_greedy_and_still_covers():
+    from harness.common.cover import fewest
+    parts = [{i} for i in range(11)] + [set(range(6))]
+    chosen = fewest(parts)
+    assert 11 in chosen and set().union(*(parts[i] for i in chosen)) == set(range(11)) and len(chosen) == 6
 
 
 ROUNDS = [

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from bundle.bundle_index import normalize_gold
 from harness.audit import nearmiss, oracle, rewrites, run
@@ -38,7 +39,7 @@ def audit_zip(zip_path: Path, splits: tuple[str, ...] = run.DEFAULT_SPLITS, *, t
               near_misses: NearMisses | None = None, say: Say = lambda line: None) -> dict:
     """The audit document of the bundle zip at ``zip_path`` (harness.audit.run), with its near misses
     measured as ``near_misses`` says (by default: every family, the measurement's seeds)."""
-    return _audited(zip_path, splits, threads, near_misses or NearMisses(), say)[0]
+    return _audited(zip_path, splits, threads, near_misses or NearMisses(), say).doc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,32 +54,43 @@ class NearMisses:
     families: nearmiss.Families | None = None
 
 
+class _Audited(NamedTuple):
+    doc: dict
+    measured: nearmiss.Measured | None  # None: the near misses were not measured
+    answers: dict[tuple[str, str], tuple[str, ...]]  # (db_id, gold) -> the answers judged for it
+
+
 def _audited(zip_path: Path, splits: tuple[str, ...], threads: int, near: NearMisses,
-             say: Say, memo: Memo = run.NO_MEMO) -> tuple[dict, nearmiss.Measured | None]:
+             say: Say, memo: Memo = run.NO_MEMO) -> _Audited:
     with tempfile.TemporaryDirectory(prefix="audit-") as work, load_bundle(zip_path, work) as loaded:
-        doc = run.audit(loaded, splits, threads=threads, memo=memo, say=say)
+        made = run.catalogue_of(loaded, run.index_rows(loaded, splits), memo)
+        doc = run.audit(loaded, splits, threads=threads, memo=memo, say=say, made=made)
+        answers = {key: tuple(c.sql for c in found) for key, found in made.items()}
         if near.which is None:
-            return doc, None
+            return _Audited(doc, None, answers)
         try:
             if near.families is None:
                 nearmiss.default_families()  # the generator's imports
         except ImportError as exc:
             doc["near_misses"] = {"not_run": f"the near-miss generator is not importable ({exc})"}
-            return doc, None
+            return _Audited(doc, None, answers)
         measured = nearmiss.measure(loaded, splits, families=near.families, which=near.which, settings=near.settings,
                                     threads=threads, work=near.work, memo=memo, say=say)
         doc["near_misses"] = measured.doc
-        return doc, measured
+        for item in measured.items:
+            key = (item.row.db_id, item.row.gold)
+            answers[key] = answers.get(key, ()) + (item.sql,)
+        return _Audited(doc, measured, answers)
 
 
 def audit_staged(staged: Path, splits: tuple[str, ...] = run.DEFAULT_SPLITS, *, threads: int = 4,
                  near_misses: NearMisses | None = None, say: Say = lambda line: None) -> dict:
     """The audit document of a staged bundle folder, packed first as ``pack`` would pack it."""
-    return _staged(staged, splits, threads, near_misses or NearMisses(), say)[0]
+    return _staged(staged, splits, threads, near_misses or NearMisses(), say).doc
 
 
 def _staged(staged: Path, splits: tuple[str, ...], threads: int, near: NearMisses,
-            say: Say, memo: Memo = run.NO_MEMO) -> tuple[dict, nearmiss.Measured | None]:
+            say: Say, memo: Memo = run.NO_MEMO) -> _Audited:
     with tempfile.TemporaryDirectory(prefix="audit-zip-") as tmp:
         zip_path = Path(tmp) / "staged.zip"
         pack.pack(staged, zip_path)
@@ -135,7 +147,7 @@ def review(staged: Path, *, drop_hackable: bool, purpose: str = "measure", work:
     which = near_miss_families if build or near_miss_families is None else "all"
     scratch = Path(tempfile.mkdtemp(prefix="review-oracle-", dir=work)) if which is not None else None
     try:
-        doc, measured = _staged(staged, run.DEFAULT_SPLITS, threads, NearMisses(
+        doc, measured, answers = _staged(staged, run.DEFAULT_SPLITS, threads, NearMisses(
             which, oracle.BUILD if build else oracle.MEASURE, scratch, families), say, memo)
         near_holes = _near_miss_holes(measured, work) if build and measured is not None and work is not None else ()
     finally:
@@ -147,7 +159,7 @@ def review(staged: Path, *, drop_hackable: bool, purpose: str = "measure", work:
         raise InputError(f"every one of the {rl_rows} rl rows is hackable, so --drop-hackable would leave rl empty: "
                          "build neighbour databases for rl (--neighbours eval,rl) or leave out --drop-hackable")
     return Review(summary_section(doc, dropped), frozenset(dropped), tuple(sorted(set(holes(doc)) | set(near_holes))),
-                  fair_answers(doc))
+                  fair_answers(doc), answers)
 
 
 def holes(doc: dict) -> tuple[Hole, ...]:

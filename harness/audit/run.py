@@ -32,7 +32,7 @@ import contextlib
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from harness.audit import catalogue, model, report, review_memo, rewrites, shapes
@@ -262,13 +262,15 @@ def judge_paid(loaded: LoadedBundle, paid: dict[str, set[tuple[str, str]]], gold
 
 
 def audit(loaded: LoadedBundle, splits: tuple[str, ...] = DEFAULT_SPLITS, *, threads: int = 4,
-          processes: int | None = None, memo: Memo = NO_MEMO, say: Say = lambda line: None) -> dict:
+          processes: int | None = None, memo: Memo = NO_MEMO, say: Say = lambda line: None,
+          made: Mapping[tuple[str, str], list[catalogue.Candidate]] | None = None) -> dict:
     """The audit document of ``loaded`` over ``splits`` (module docstring; harness.audit.report's shape).
     ``processes``: the calls' (``score_all``): the same document with any number. ``memo``: where
-    each database's parts are kept for the next audit (harness.common.memo): the same document."""
+    each database's parts are kept for the next audit (harness.common.memo): the same document.
+    ``made``: the rows' candidates, when the caller has them (``catalogue_of``)."""
     started = time.monotonic()
     rows = index_rows(loaded, splits)
-    made = catalogue_of(loaded, rows, memo)
+    made = catalogue_of(loaded, rows, memo) if made is None else made
     tasks = {(FUNCTION_FOR_SPLIT[r.split], r.db_id, r.gold, c.sql) for r in rows for c in made[(r.db_id, r.gold)]}
     fair = rewrites.matching(rows, rewrites.load(), FUNCTION_FOR_SPLIT)
     say(f"audit: {len(rows)} rows of {', '.join(splits)}, {sum(len(v) for v in made.values())} candidates of "

@@ -20,8 +20,8 @@ For one original database and its golds (``distil``):
    Where the kept ones separate less than ``enough`` of the targets, another round of
    ``candidates`` is built, while a round adds at least ``min_gain`` and up to ``max_candidates``
    (the cost is per database, at build time);
-5. each gold is judged on the kept neighbours that add something for it: a look-alike of it the
-   neighbours before leave, or rows it lacks; where none does, on the first it may be judged on. A
+5. each gold is judged on the fewest kept neighbours that separate every look-alike of it any of
+   them separates (``harness.common.cover``); where none separates one, on the first it may be judged on. A
    check costs the reward a run on every match.
 
 Deterministic: the same original, golds and seed give the same files, byte for byte.
@@ -30,7 +30,6 @@ Deterministic: the same original, golds and seed give the same files, byte for b
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import shutil
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, Focus, read_original
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.verify import MATCH, gold_result, judge
+from harness.common.cover import fewest
 from harness.prepare.neighbours.questions import Hidden
 from harness.prepare.neighbours.variants import variants
 
@@ -91,6 +91,8 @@ class Distilled:
     # neighbour (0-based) -> the invariants it relaxes for golds a kept one hides (harness.prepare.neighbours.relax)
     relaxed: dict[int, tuple[inv.Relaxed, ...]] = dataclasses.field(default_factory=dict)
     hidden: tuple[Hidden, ...] = ()  # the golds whose question a kept invariant hid, and what was done
+    # gold -> its look-alikes and constant answers the original accepts (step 2): what its checks must keep separating
+    look_alikes: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 def build_limits() -> Limits:
@@ -247,7 +249,8 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
     return Distilled(db_id, files, _judged_on([evaluated[i] for i in chosen], golds, originals), originals, profile,
                      focus.grouped, len(all_targets - constants), len((covered & all_targets) - constants),
                      len(constants), len(covered & constants), len(evaluated),
-                     sum(c.refused for c in evaluated), sum(len(evaluated[i].unjudged) for i in chosen))
+                     sum(c.refused for c in evaluated), sum(len(evaluated[i].unjudged) for i in chosen),
+                     look_alikes={g: tuple(same + consts) for g, (same, consts) in sorted(targets.items())})
 
 
 def _judged_on(kept: list[Candidate], golds: list[str],
@@ -256,46 +259,18 @@ def _judged_on(kept: list[Candidate], golds: list[str],
 
     A check costs the reward a run on every match: each one must earn it. A gold is judged on the
     fewest kept neighbours it may be judged on (``evaluate``) that together separate every
-    look-alike of it that any of them separates (``_fewest``; for a gold with no rows, the empty
+    look-alike of it that any of them separates (``harness.common.cover.fewest``; for a gold with no rows, the empty
     answer is one of them). A gold none separates anything for is judged on the first it may be
     (for a gold with no rows on the original, the first that gives it rows, if one does)."""
     out = {}
     for gold in golds:
         usable = [k for k, c in enumerate(kept) if c.golds.get(gold) is not None]
-        chosen = [usable[i] for i in _fewest([{t for t in kept[k].separated if t[0] == gold} for k in usable])]
+        chosen = [usable[i] for i in fewest([{t for t in kept[k].separated if t[0] == gold} for k in usable])]
         if not chosen and usable:
             empty = gold in originals and not originals[gold].shape.rows
             chosen = [next((k for k in usable if empty and gold in kept[k].non_empty), usable[0])]
         out[gold] = [kept[k].golds.get(gold) if k in chosen else None for k in range(len(kept))]
     return out
-
-
-_EXACT_UP_TO = 10  # sets up to which the fewest are found by trying every choice (max_keep is 3)
-
-
-def _fewest(parts: list[set]) -> tuple[int, ...]:
-    """The positions of the fewest ``parts`` whose union is the union of all: the first such choice
-    in order of size, then of position. Past ``_EXACT_UP_TO`` parts, the part that adds the most
-    is taken in turn (ties: the first).
-
-    >>> _fewest([{"a"}, {"b"}, {"a", "b"}]), _fewest([{"a"}, {"a", "b"}, {"c"}]), _fewest([set(), set()])
-    ((2,), (1, 2), ())
-    """
-    need = set().union(*parts)
-    if not need:
-        return ()
-    if len(parts) <= _EXACT_UP_TO:
-        for size in range(1, len(parts) + 1):
-            for chosen in itertools.combinations(range(len(parts)), size):
-                if set().union(*(parts[i] for i in chosen)) == need:
-                    return chosen
-    picked: list[int] = []
-    covered: set = set()
-    while need - covered:
-        best = max(range(len(parts)), key=lambda i: (len(parts[i] - covered), -i))
-        picked.append(best)
-        covered |= parts[best]
-    return tuple(sorted(picked))
 
 
 def _rounds(db_id: str, fuzzers: list[Fuzzer], originals: dict[str, gold_results.GoldResult],
