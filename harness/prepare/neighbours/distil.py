@@ -21,8 +21,8 @@ For one original database and its golds (``distil``):
    ``candidates`` is built, while a round adds at least ``min_gain`` and up to ``max_candidates``
    (the cost is per database, at build time);
 5. each gold is judged on the fewest kept neighbours that separate every look-alike of it any of
-   them separates (``harness.common.cover``); where none separates one, on the first it may be judged on. A
-   check costs the reward a run on every match.
+   them separates (``harness.common.cover``); where none separates one, on the first it may be
+   judged on. A check costs the reward a run on every match.
 
 Deterministic: the same original, golds and seed give the same files, byte for byte.
 """
@@ -259,9 +259,10 @@ def _judged_on(kept: list[Candidate], golds: list[str],
 
     A check costs the reward a run on every match: each one must earn it. A gold is judged on the
     fewest kept neighbours it may be judged on (``evaluate``) that together separate every
-    look-alike of it that any of them separates (``harness.common.cover.fewest``; for a gold with no rows, the empty
-    answer is one of them). A gold none separates anything for is judged on the first it may be
-    (for a gold with no rows on the original, the first that gives it rows, if one does)."""
+    look-alike of it that any of them separates (``harness.common.cover.fewest``; for a gold with
+    no rows, the empty answer is one of them). A gold none separates anything for is judged on the
+    first it may be (for a gold with no rows on the original, the first that gives it rows, if one
+    does)."""
     out = {}
     for gold in golds:
         usable = [k for k, c in enumerate(kept) if c.golds.get(gold) is not None]

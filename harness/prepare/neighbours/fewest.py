@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bundle import neighbour_search
+from bundle import gold_results, neighbour_search
 from bundle.scoring_limits import Limits
 from bundle.verify import MATCH, judge
 from harness.common.cover import fewest
@@ -36,19 +36,20 @@ def prune(found: Distilled, original: Path, answers: Mapping[str, Sequence[str]]
     results = dict(found.results)
     first: dict[tuple[str, str], int] = {}
     for gold, per in found.results.items():
-        judged = [k for k, result in enumerate(per) if result is not None]
+        judged = [(k, result) for k, result in enumerate(per) if result is not None]
         if len(judged) < 2 or gold not in found.originals:
             continue
         accepted = [sql for sql in dict.fromkeys(answers.get(gold, ()))
                     if judge(str(original), sql, found.originals[gold], limits, max_steps=max_steps).outcome == MATCH]
         tried = list(dict.fromkeys([*found.look_alikes.get(gold, ()), *accepted]))
-        told = [_told(found.files[k], per[k], tried, limits, max_steps) for k in judged]
+        told = [_told(found.files[k], here, tried, limits, max_steps) for k, here in judged]
         chosen = fewest(told) or (0,)
         results[gold] = [None] * len(per)
         for i in chosen:
-            results[gold][judged[i]] = per[judged[i]]
+            k, here = judged[i]
+            results[gold][k] = here
             for sql in sorted(told[i]):
-                first.setdefault((gold, sql), judged[i])
+                first.setdefault((gold, sql), k)
     return dataclasses.replace(found, results=results), first
 
 
@@ -56,15 +57,12 @@ def without_unused(found: Distilled, since: int) -> tuple[Distilled, list[int | 
     """``found`` without the neighbours from position ``since`` on that no gold is judged on any more,
     and each old position's new one (None: left out)."""
     used = [k < since or any(per[k] is not None for per in found.results.values()) for k in range(len(found.files))]
-    where: list[int | None] = []
-    for k in range(len(found.files)):
-        where.append(sum(used[:k]) if used[k] else None)
+    where: list[int | None] = [sum(used[:k]) if used[k] else None for k in range(len(found.files))]
     results = {gold: [r for r, keep in zip(per, used) if keep] for gold, per in found.results.items()}
     return dataclasses.replace(found, files=[f for f, keep in zip(found.files, used) if keep], results=results), where
 
 
-def _told(path: Path, here: object, answers: list[str], limits: Limits, max_steps: int) -> set[str]:
+def _told(path: Path, here: gold_results.GoldResult, answers: list[str], limits: Limits, max_steps: int) -> set[str]:
     """The answers the reward tells from the gold on the neighbour at ``path`` (the gold's result there: ``here``)."""
     return {sql for sql in answers
-            if judge(str(path), sql, here, limits, neighbour=True, max_steps=max_steps).outcome  # type: ignore[arg-type]
-            in neighbour_search.DECISIVE}
+            if judge(str(path), sql, here, limits, neighbour=True, max_steps=max_steps).outcome in neighbour_search.DECISIVE}
