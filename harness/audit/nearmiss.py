@@ -127,12 +127,12 @@ def generate(families: Families, files: Mapping[str, Path], golds: list[tuple[st
     The default generator makes one database's a process (``processes`` at a time, default one a
     core, none beside this one under ``GOLDS_A_PROCESS`` golds each); another, here on ``threads``."""
     results: dict[tuple[str, str], Made] = {}
-    keys: dict[str, str] = {}
+    keys: dict[str, tuple[str, list[tuple[str, str]]]] = {}  # db_id -> its key in ``memo``, and its golds
     if memo and originals is not None:
         for db_id in sorted({g[0] for g in golds}):
             mine = [g for g in golds if g[0] == db_id]
-            keys[db_id] = memo.key("near-misses", originals[db_id], [g[1] for g in mine], which)
-            kept = memo.get("near-misses", keys[db_id])
+            keys[db_id] = (memo.key("near-misses", originals[db_id], [g[1] for g in mine], which), mine)
+            kept = memo.get("near-misses", keys[db_id][0])
             if kept is not None:
                 results.update(zip(mine, kept.value))
     todo = [g for g in golds if g not in results]
@@ -149,8 +149,7 @@ def generate(families: Families, files: Mapping[str, Path], golds: list[tuple[st
     else:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
             made.update(zip(todo, pool.map(lambda key: _make(families.generate, files[key[0]], key[1], which), todo)))
-    for db_id, key in keys.items():
-        mine = [g for g in golds if g[0] == db_id]
+    for key, mine in keys.values():
         if mine[0] in made:
             memo.put("near-misses", key, [made[g] for g in mine])
     results.update(made)

@@ -100,44 +100,61 @@ class Memo:
         none is kept or it cannot be used."""
         if self.folder is None:
             return None
-        place = self._place(kind, key)
-        try:
-            with open(place / ENTRY, "rb") as f:
-                value, hashes = pickle.load(f)  # noqa: S301 - written by put() below, in the user's own cache
-            for n, expected in enumerate(hashes):
-                if sha256_file(place / f"{n}.file") != expected:
-                    raise ValueError(f"{place / f'{n}.file'} differs from the digest kept")
-        except (OSError, EOFError, ValueError, TypeError, AttributeError, ImportError, pickle.UnpicklingError):
+        found = read_entry(self._place(kind, key))
+        if found is None:
             self.misses += 1
             return None
         self.hits += 1
-        return Entry(value, [place / f"{n}.file" for n in range(len(hashes))])
+        return found
 
     def put(self, kind: str, key: str, value: object, files: Sequence[Path] = ()) -> None:
         """Keep ``value`` under ``key``, with copies of ``files`` beside it (``get`` gives their paths);
         an entry kept there before (one ``get`` could not use) is replaced."""
-        if self.folder is None:
-            return
-        place = self._place(kind, key)
-        try:
-            place.parent.mkdir(parents=True, exist_ok=True)
-            temp = Path(tempfile.mkdtemp(prefix=".partial-", dir=place.parent))
-        except OSError:
-            return
-        try:
-            hashes = []
-            for n, source in enumerate(files):
-                shutil.copyfile(source, temp / f"{n}.file")
-                hashes.append(sha256_file(temp / f"{n}.file"))
-            with open(temp / ENTRY, "wb") as f:
-                pickle.dump((value, hashes), f, protocol=4)
-            if place.exists():  # damaged: moved aside whole, so a reader sees the old entry or the new one
-                stale = Path(tempfile.mkdtemp(prefix=".stale-", dir=place.parent))
-                os.rename(place, stale / "entry")
-                shutil.rmtree(stale, ignore_errors=True)
-            os.rename(temp, place)
-        except OSError:  # unwritable, or another run stored it meanwhile
-            shutil.rmtree(temp, ignore_errors=True)
+        if self.folder is not None:
+            write_entry(self._place(kind, key), value, files)
+
+
+def read_entry(place: Path, suffix: str = ".file") -> Entry | None:
+    """The entry ``write_entry`` wrote at ``place``; None when there is none, or it is damaged (a
+    file that does not hash as recorded, a pickle that does not load)."""
+    try:
+        with open(place / ENTRY, "rb") as f:
+            value, hashes = pickle.load(f)  # noqa: S301 - written by write_entry() below, in the user's own cache
+        files = [place / f"{n}{suffix}" for n in range(len(hashes))]
+        for path, expected in zip(files, hashes):
+            if sha256_file(path) != expected:
+                raise ValueError(f"{path} differs from the digest kept")
+    except (OSError, EOFError, ValueError, TypeError, AttributeError, ImportError, pickle.UnpicklingError):
+        return None
+    return Entry(value, files)
+
+
+def write_entry(place: Path, value: object, files: Sequence[Path] = (), suffix: str = ".file") -> bool:
+    """Write ``value`` and copies of ``files`` (``<n><suffix>``, with their SHA-256) into a temporary
+    folder beside ``place`` and rename it into place; an entry there before is moved aside first,
+    so a reader sees the old entry or the new one. False when nothing could be written (an entry
+    another run stored there meanwhile counts as written)."""
+    try:
+        place.parent.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=".partial-", dir=place.parent))
+    except OSError:
+        return False
+    try:
+        hashes = []
+        for n, source in enumerate(files):
+            shutil.copyfile(source, temp / f"{n}{suffix}")
+            hashes.append(sha256_file(temp / f"{n}{suffix}"))
+        with open(temp / ENTRY, "wb") as f:
+            pickle.dump((value, hashes), f, protocol=4)
+        if place.exists():
+            stale = Path(tempfile.mkdtemp(prefix=".stale-", dir=place.parent))
+            os.rename(place, stale / "entry")
+            shutil.rmtree(stale, ignore_errors=True)
+        os.rename(temp, place)
+    except OSError:  # unwritable, or another run stored it meanwhile
+        shutil.rmtree(temp, ignore_errors=True)
+        return (place / ENTRY).is_file()
+    return True
 
 
 class Entry(NamedTuple):

@@ -23,18 +23,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import pickle
 import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from harness.common.files import sha256_file
-from harness.common.memo import code_digest
+from harness.common.memo import ENTRY, code_digest, read_entry, write_entry
 from harness.prepare.neighbours.distil import Distilled
 
-ENTRY = "entry.pickle"
 FORMAT = 1  # bump when the entry's layout changes
 
 
@@ -51,21 +47,18 @@ def _plain(settings: object | None) -> object:
 
 def load(cache: Path, name: str, work: Path) -> Distilled | None:
     """The stored result of ``name`` with its files copied under ``work`` (None: not stored, or damaged)."""
-    folder = cache / name
+    found = read_entry(cache / name, ".sqlite")
+    if found is None:
+        return None
+    stored = found.value
+    if not isinstance(stored, Distilled) or len(found.files) != len(stored.files):
+        return None
+    files = [work / f"{stored.db_id}-{n + 1}.sqlite" for n in range(len(found.files))]
     try:
-        with open(folder / ENTRY, "rb") as f:
-            stored, hashes = pickle.load(f)  # noqa: S301 - written by store() below, in the user's own cache
-        if not isinstance(stored, Distilled) or len(hashes) != len(stored.files):
-            return None
         work.mkdir(parents=True, exist_ok=True)
-        files = []
-        for n, expected in enumerate(hashes):
-            target = work / f"{stored.db_id}-{n + 1}.sqlite"
-            shutil.copyfile(folder / f"{n}.sqlite", target)
-            if sha256_file(target) != expected:
-                return None
-            files.append(target)
-    except (OSError, EOFError, ValueError, TypeError, AttributeError, pickle.UnpicklingError):
+        for source, target in zip(found.files, files):
+            shutil.copyfile(source, target)
+    except OSError:
         return None
     return dataclasses.replace(stored, files=files)
 
@@ -74,21 +67,5 @@ def store(cache: Path, name: str, found: Distilled) -> bool:
     """Keep ``found`` under ``name``; False when the folder cannot be written (the build goes on)."""
     if (cache / name / ENTRY).is_file():
         return True
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        temp = Path(tempfile.mkdtemp(prefix=".partial-", dir=cache))
-        try:
-            hashes = []
-            for n, source in enumerate(found.files):
-                shutil.copyfile(source, temp / f"{n}.sqlite")
-                hashes.append(sha256_file(temp / f"{n}.sqlite"))
-            with open(temp / ENTRY, "wb") as f:
-                pickle.dump((dataclasses.replace(found, files=[Path(f"{n}.sqlite") for n in range(len(hashes))]),
-                             hashes), f, protocol=4)
-            os.rename(temp, cache / name)
-        except OSError:
-            shutil.rmtree(temp, ignore_errors=True)
-            return (cache / name / ENTRY).is_file()  # another build stored it meanwhile
-    except OSError:
-        return False
-    return True
+    named = dataclasses.replace(found, files=[Path(f"{n}.sqlite") for n in range(len(found.files))])
+    return write_entry(cache / name, named, found.files, ".sqlite")
