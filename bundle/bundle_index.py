@@ -135,6 +135,7 @@ class BundleData:
         self._neighbour_results = index.get("neighbour_results") or {}
         self._invariants = index.get("invariants") or {}
         self._search_sources: dict[str, tuple] = {}
+        self._profiles: dict[str, neighbour_invariants.Profile] = {}
         self._search_fingerprints: dict[str, str] = {}
         self.cost_model = index.get("cost_model")
         self.reward_shape = _reward_shape(index)  # None: binary, the reward pays the verdict's score
@@ -209,13 +210,24 @@ class BundleData:
         """What every neighbour of ``db_id`` keeps (``neighbour_invariants``), or None: built without neighbours."""
         return self._invariants.get(db_id)
 
+    def profile(self, db_id: str, stored: dict) -> neighbour_invariants.Profile:
+        """The invariants of ``db_id`` (``stored``: ``invariants(db_id)``), read once per process."""
+        found = self._profiles.get(db_id)
+        if found is None:
+            found = self._profiles[db_id] = neighbour_invariants.from_json(stored["profile"])
+        return found
+
+    def database_bytes(self, db_id: str) -> int:
+        """The size of a database's file (checked first: ``database_path``)."""
+        return os.path.getsize(self.database_path(db_id))
+
     def search_source(self, db_id: str, stored: dict) -> tuple:
         """(invariants, sample of the original) for the search's generator, read once per process."""
         found = self._search_sources.get(db_id)
         if found is None:
             conn = neighbour_invariants.open_read_only(self.database_path(db_id))
             try:
-                found = (neighbour_invariants.from_json(stored["profile"]), neighbour_source.read_original(conn))
+                found = (self.profile(db_id, stored), neighbour_source.read_original(conn))
             finally:
                 conn.close()
             self._search_sources[db_id] = found

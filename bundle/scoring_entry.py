@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 try:
-    from . import bundle_index, gold_results, neighbour_search, sql_guard
+    from . import bundle_index, difference_search, gold_results, neighbour_search, sql_guard
     from . import verify as verify_mod
     from .scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError
     from .scoring_limits import Limits, limits_from_env
 except ImportError:  # run as a standalone file
     import bundle_index  # type: ignore[no-redef]
+    import difference_search  # type: ignore[no-redef]
     import gold_results  # type: ignore[no-redef]
     import neighbour_search  # type: ignore[no-redef]
     import sql_guard  # type: ignore[no-redef]
@@ -341,11 +342,38 @@ def _load_neighbours(data: bundle_index.BundleData, resolved: bundle_index.Resol
 
 def _search(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limits: Limits,
             caller: str) -> Callable[[str, gold_results.GoldResult], verify_mod.Searched] | None:
-    """The row's counterexample search, when the settings want one for ``caller`` and the bundle can."""
+    """The row's searches after a match on the original and the neighbours, when the settings want
+    them for ``caller`` and the bundle can: first the one aimed at the difference (edits of the
+    original), then the counterexample search (databases drawn for the gold)."""
     task = _search_task(data, resolved, limits, caller)
-    if task is None:
+    aimed = _difference_task(data, resolved, limits, caller)
+    if task is None and aimed is None:
         return None
-    return lambda sql, known: neighbour_search.remembered(task, sql, known, limits)
+
+    def run(sql: str, known: gold_results.GoldResult) -> verify_mod.Searched:
+        first = difference_search.search(aimed, sql, known, limits) if aimed is not None else None
+        if first is not None and (first.decided_on is not None or task is None):
+            return first
+        then = neighbour_search.remembered(task, sql, known, limits)  # type: ignore[arg-type]
+        if first is None:
+            return then
+        return then._replace(databases=first.databases + then.databases, steps=first.steps + then.steps)
+
+    return run
+
+
+def _difference_task(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limits: Limits,
+                     caller: str) -> difference_search.Task | None:
+    """The row's search aimed at the difference, when the settings want it for ``caller`` and the bundle can."""
+    wanted = limits.difference == "always" or (limits.difference == "grader" and caller == "grader")
+    if not wanted or limits.semantics != "neighbours":
+        return None
+    stored = data.invariants(resolved.db_id)
+    if stored is None or data.database_bytes(resolved.db_id) > limits.difference_max_bytes:
+        return None  # built without neighbours (scored on the original), or too large to copy into memory
+    return difference_search.Task(resolved.db_id, resolved.sha256, resolved.path, resolved.gold,
+                                  data.profile(resolved.db_id, stored),
+                                  frozenset(str(c).lower() for c in stored.get("repeats_allowed", ())))
 
 
 def _search_task(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limits: Limits,

@@ -45,6 +45,7 @@ def _setting(default: float | str, unit: str, meaning: str, choices: tuple[str, 
 
 SEMANTICS = ("original", "neighbours")
 SEARCH = ("grader", "always", "off")
+DIFFERENCE = ("always", "grader", "off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +105,18 @@ class Limits:
         "per process, and those of what the prediction adds to the gold)")
     search_steps: int = _setting(
         20_000_000, "VM steps", "work the search's gold and prediction runs may do in all, for one prediction")
+    difference: str = _setting(
+        "always", "choice", "the search aimed at the difference (edits of the original where an answer differs from "
+        "its gold) after a match on the original and its neighbours: for the reward's and the grader's calls, for "
+        "the grader's only, or never (docs/neighbours.md)", DIFFERENCE)
+    difference_edits: int = _setting(
+        48, "edits", "edits of the original the search aimed at the difference may judge one answer on")
+    difference_steps: int = _setting(
+        5_000_000, "VM steps", "work that search may do in all for one answer: the gold's runs, the proofs of the "
+        "edits and the answer's runs")
+    difference_max_bytes: int = _setting(
+        16_777_216, "bytes", "largest original the search aimed at the difference copies into memory (a larger one "
+        "is not edited)")
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

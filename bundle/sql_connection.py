@@ -39,7 +39,7 @@ _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite
 _SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"})
 
 
-def _authorizer(tables: frozenset) -> Callable:
+def authorizer(tables: frozenset) -> Callable:
     """Allow SELECT, reads of the database's own tables (never an eponymous virtual table such as
     json_each or dbstat) and the functions of ``sql_functions``; deny everything else."""
     read, function = sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION
@@ -69,7 +69,7 @@ def _apply_heap_limit(conn: sqlite3.Connection, limit: int) -> None:
             _heap_set = True
 
 
-_CACHED_STATEMENTS = 16  # per connection: a GRPO group often repeats a query; run_query keeps counts exact
+CACHED_STATEMENTS = 16  # per connection: a GRPO group often repeats a query; run_query keeps counts exact
 
 
 def database_uri(path: str) -> str:
@@ -89,17 +89,29 @@ def open_guarded(path: str, limits: Limits) -> Guarded:
         raise ConnectionFailed(f"database file not found: {path}")
     try:
         conn = sqlite3.connect(database_uri(path), uri=True, isolation_level=None,
-                               cached_statements=_CACHED_STATEMENTS)
+                               cached_statements=CACHED_STATEMENTS)
         conn.execute("PRAGMA temp_store=MEMORY")
         conn.execute(f"PRAGMA cache_size=-{int(limits.cache_pages_kib)}")
         conn.execute("PRAGMA mmap_size=0")
         conn.execute("PRAGMA query_only=1")
         # Reads the schema now, before the length limit (a CREATE statement may be longer than a value).
-        tables = frozenset(str(name).lower() for (name,) in
-                           conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")) | _SCHEMA_TABLES
+        tables = readable_tables(conn)
         _apply_heap_limit(conn, limits.heap_limit_bytes)
     except sqlite3.Error as exc:
         raise ConnectionFailed(f"cannot open {path}: {exc}") from None
+    return guard(conn, path, limits, tables)
+
+
+def readable_tables(conn: sqlite3.Connection) -> frozenset:
+    """The names (lower case) a guarded query on ``conn`` may read: its tables and the schema's."""
+    return frozenset(str(name).lower() for (name,) in
+                     conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")) | _SCHEMA_TABLES
+
+
+def guard(conn: sqlite3.Connection, path: str, limits: Limits, tables: frozenset) -> Guarded:
+    """Install the limits, the charged functions, the collations' removal and the authorizer on an
+    open ``conn`` (``path``: its file, or ``:memory:``; ``tables``: the names it may read). Raises
+    ConnectionFailed (and closes ``conn``) where this Python cannot set SQLite's limits."""
     length, like_pattern = int(limits.max_cell_bytes), int(limits.max_cell_bytes)
     try:
         sql_functions.set_limit(conn, sql_functions.LIMIT_ATTACHED, 0, path)
@@ -115,7 +127,7 @@ def open_guarded(path: str, limits: Limits) -> Guarded:
     charges = sql_functions.install(conn, int(limits.charge_base_steps), int(limits.charge_bytes_per_step),
                                     length, like_pattern)
     sql_functions.remove_collations(conn)
-    conn.set_authorizer(_authorizer(tables))
+    conn.set_authorizer(authorizer(tables))
     return Guarded(conn, charges)
 
 
@@ -164,6 +176,21 @@ _MAX_CACHE_BYTES = 64 * 1024 * 1024
 _CONNECTION_BYTES = 192 * 1024
 _cached = [0]
 _cached_lock = threading.Lock()
+
+
+def hold(delta: int) -> None:
+    """Count ``delta`` bytes more (or fewer) in the memory open connections hold: an in-memory copy
+    of a database (``sql_sandbox``) lives in the same heap."""
+    with _cached_lock:
+        _cached[0] += delta
+
+
+_forget_hooks: list[Callable[[], None]] = []
+
+
+def on_forget(hook: Callable[[], None]) -> None:
+    """Call ``hook`` whenever ``forget_connections`` runs (``sql_sandbox`` frees its copies then)."""
+    _forget_hooks.append(hook)
 
 
 def cached_bytes() -> int:
@@ -224,7 +251,9 @@ def forget_path(path: str) -> None:
 
 
 def forget_connections() -> None:
-    """Close this thread's cached connections (tests use it before comparing files)."""
+    """Close this thread's cached connections and in-memory copies (tests use it before comparing files)."""
+    for hook in _forget_hooks:
+        hook()
     while _local.by_path:
         old, weight = _local.by_path.popitem()[1]
         old.conn.close()

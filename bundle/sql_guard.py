@@ -30,12 +30,14 @@ try:
     from . import sql_expansion, sql_functions, sql_watchdog
     from .scoring_limits import Limits
     from .sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, forget_path, open_guarded
+    from .sql_sandbox import Sandbox, SandboxBroken
 except ImportError:  # run as a standalone file
     import sql_expansion  # type: ignore[no-redef]
     import sql_functions  # type: ignore[no-redef]
     import sql_watchdog  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
     from sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, forget_path, open_guarded  # type: ignore[no-redef]
+    from sql_sandbox import Sandbox, SandboxBroken  # type: ignore[no-redef]
 
 __all__ = ["ALLOWED_FUNCTIONS", "TURNS", "QueryFailed", "RawResult", "database_uri", "forget_connections", "forget_path",
            "is_statement", "open_guarded", "run_query"]
@@ -262,7 +264,7 @@ class _GuardFired(Exception):
         self.watched = watched
 
 
-def _execute_once(guarded: Guarded, sql: str, meter: _Meter, limits: Limits, cpu_s: float, wall_s: float) -> tuple:
+def _execute_once(guarded: Guarded | Sandbox, sql: str, meter: _Meter, limits: Limits, cpu_s: float, wall_s: float) -> tuple:
     """Prepare, run and fetch ``sql`` under ``meter``, the whole call watched by the watchdog."""
     conn = guarded.conn
     guarded.charges.meter = meter
@@ -317,7 +319,7 @@ _EXPANSION_DETAIL = ("its common table expressions expand to more than max_expan
 
 
 def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s: float,
-              cpu_s: float | None = None, fresh: bool = False) -> RawResult:
+              cpu_s: float | None = None, fresh: bool = False, sandbox: Sandbox | None = None) -> RawResult:
     """Execute ``sql`` on the database at ``path``; the full result or QueryFailed.
 
     The query may take ``budget_steps`` VM steps, counted in units of ``limits.progress_steps``;
@@ -331,6 +333,9 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
     that last unit (rare), it runs again freshly prepared, which decides. ``fresh`` prepares it
     anew from the start (gold queries, whose steps derive budgets). ``steps`` is exact for a fresh
     statement that finished; otherwise it counts the work done to within two units.
+
+    ``sandbox``: run on that in-memory copy of ``path`` (``sql_sandbox``, with the edit it holds)
+    instead of the file, under the same guards; a query that changed it is an infrastructure failure.
     """
     if len(sql) > limits.max_sql_chars:
         raise QueryFailed(OVER_CAP, f"query longer than {limits.max_sql_chars} characters")
@@ -344,11 +349,12 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
                                        f"preparing {len(sql):,} characters is charged {compile_steps:,}", compile_steps)
     guards = (wall_s, wall_s if cpu_s is None else cpu_s)
     if not fresh:
-        raw = _run(path, sql, limits, budget_steps + unit, budget_steps, guards, compile_steps)
+        raw = _run(path, sql, limits, budget_steps + unit, budget_steps, guards, compile_steps, sandbox)
         if raw.steps <= budget_steps:
             return raw
     # A leading comment makes a text the statement cache has never seen: prepared anew, same program.
-    return _run(path, f"/* {next(_fresh)} */ {sql}", limits, budget_steps, budget_steps, guards, compile_steps)
+    return _run(path, f"/* {next(_fresh)} */ {sql}", limits, budget_steps, budget_steps, guards, compile_steps,
+                sandbox)
 
 
 def _open(path: str, limits: Limits):
@@ -360,11 +366,11 @@ def _open(path: str, limits: Limits):
 
 
 def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int, guards: tuple[float, float],
-         compile_steps: int) -> RawResult:
+         compile_steps: int, sandbox: Sandbox | None) -> RawResult:
     started = time.monotonic()
     unit = int(limits.progress_steps)
     wall_s, cpu_s = guards
-    guarded = _open(path, limits)
+    guarded = _guarded(path, limits, sandbox)
     conn = guarded.conn
     alone = False
     while True:
@@ -373,11 +379,16 @@ def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int,
         turns.enter_alone() if entered_alone else turns.enter()
         try:
             columns, rows = _execute_once(guarded, sql, meter, limits, cpu_s, wall_s)
+            if sandbox is not None:
+                _unchanged(sandbox)
             return RawResult(columns, rows, meter.steps, time.monotonic() - started)
         except QueryFailed:
+            if sandbox is not None:
+                _unchanged(sandbox)
             raise
         except _GuardFired as fired:
-            forget_path(path)  # an interrupt may still be pending on it: the next query gets a fresh one
+            # an interrupt may still be pending on it: the next query gets a fresh one
+            sandbox.close() if sandbox is not None else forget_path(path)
             raise QueryFailed(WALL_GUARD, sql_watchdog.describe(fired.watched), meter.steps) from None
         except (sqlite3.Error, sqlite3.Warning, MemoryError, ValueError, OverflowError, _Stopped) as exc:
             if "decode" in str(exc).lower() and conn.text_factory is str:
@@ -392,7 +403,7 @@ def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int,
                     # databases judged before it.
                     forget_connections()
                     _give_back_heap()
-                    guarded = _open(path, limits)
+                    guarded = _guarded(path, limits, sandbox)
                     conn = guarded.conn
                     alone = True
                     continue
@@ -400,6 +411,25 @@ def _run(path: str, sql: str, limits: Limits, max_steps: int, budget_steps: int,
             raise failed from None
         finally:
             turns.leave_alone() if entered_alone else turns.leave()
+
+
+def _guarded(path: str, limits: Limits, sandbox: Sandbox | None) -> Guarded | Sandbox:
+    """What a query runs on: the sandbox (made again, with its edit, where it was closed) or the
+    thread's guarded connection to ``path``; either failing is an infrastructure failure."""
+    if sandbox is None:
+        return _open(path, limits)
+    try:
+        sandbox.conn  # noqa: B018 - made here, where a failure is the run's
+    except SandboxBroken as exc:
+        raise QueryFailed(INFRASTRUCTURE, str(exc)) from None
+    return sandbox
+
+
+def _unchanged(sandbox: Sandbox) -> None:
+    try:
+        sandbox.check_unchanged()
+    except SandboxBroken as exc:
+        raise QueryFailed(INFRASTRUCTURE, str(exc)) from None
 
 
 _malloc_trim: list = []

@@ -221,14 +221,17 @@ class Judged(NamedTuple):
 
 
 def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits, *, neighbour: bool = False,
-          max_steps: int | None = None, budget_steps: int | None = None) -> Judged:
+          max_steps: int | None = None, budget_steps: int | None = None, sandbox: object = None,
+          fresh: bool = False) -> Judged:
     """Run ``sql`` on one database and compare its rows with the gold's result there.
 
     ``neighbour``: a neighbour or search database, where the original accepted the answer: the
     gold's rows with the whole tie its LIMIT cuts, or each once, also match (``sql_compare.compare_result``).
     ``max_steps``: fewer steps than the gold's budget (the search's remaining budget); stopped
     there, the outcome is ``prediction_over_budget``. ``budget_steps``: the gold's budget here,
-    when the caller has it already (``limits.budget_steps(gold.steps)``).
+    when the caller has it already (``limits.budget_steps(gold.steps)``). ``sandbox``: run on that
+    edited in-memory copy of ``database`` (``sql_sandbox``) instead of the file. ``fresh``: the
+    statement prepared anew, so that ``steps`` is exact (a search's budget adds them up).
     """
     budget = limits.budget_steps(gold.steps) if budget_steps is None else budget_steps
     if max_steps is not None:
@@ -237,7 +240,8 @@ def judge(database: str, sql: str, gold: gold_results.GoldResult, limits: Limits
     try:
         # Limits.cpu_guard(budget), written out: the per-call path enters scoring_limits once a database.
         cpu_s = limits.cpu_guard_s * max(1.0, budget / limits.budget_floor_steps)
-        raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s, cpu_s=cpu_s)
+        raw = sql_guard.run_query(database, sql, limits, budget_steps=budget, wall_s=limits.wall_guard_s, cpu_s=cpu_s,
+                                  sandbox=sandbox, fresh=fresh)  # type: ignore[arg-type]
     except sql_guard.QueryFailed as failed:
         outcome = _PREDICTION_KIND[failed.kind]
         return Judged(outcome, None if outcome in UNSCORED else 0.0, failed.detail, failed.steps,

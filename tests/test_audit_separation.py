@@ -1,6 +1,9 @@
 """Build-time separation (harness/prepare/neighbours/separate.py): prepare closes the audit's holes
 with neighbours that tell a paid degenerate answer from its gold, deterministically, without
-turning down a fair answer, and each added neighbour judges only the golds whose holes it closes."""
+turning down a fair answer, and each added neighbour judges every gold that may be judged there.
+
+The search aimed at the difference (bundle/difference_search.py) rejects the sample's holes at scoring
+time, so the builds here turn it off (``SPIDER_SCORING_DIFFERENCE=off``) to leave the audit holes to close."""
 
 from __future__ import annotations
 
@@ -24,6 +27,9 @@ def _summary(out: Path) -> dict:
     return json.loads((out / "prepare-summary.json").read_text(encoding="utf-8"))
 
 
+NO_DIFFERENCE = {"SPIDER_SCORING_DIFFERENCE": "off"}
+
+
 def _paid(out: Path, tmp_path: Path, gold: str, sql: str) -> float | None:
     zip_path = tmp_path / f"{out.name}.zip"
     pack.pack(out / "bundle", zip_path)
@@ -39,17 +45,32 @@ def _hackable(summary: dict) -> set[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def left_open(tmp_path_factory) -> Path:
+def no_difference():
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in NO_DIFFERENCE.items():
+            patch.setenv(name, value)
+        yield
+
+
+@pytest.fixture(scope="module")
+def left_open(tmp_path_factory, no_difference) -> Path:
     out = tmp_path_factory.mktemp("separation") / "open"
     run_prepare(out, "--sample", "--no-separation")
     return out
 
 
-def test_a_hole_the_audit_finds_is_closed_at_build_time(prepared_sample, left_open, tmp_path):
-    before, after = _summary(left_open), _summary(prepared_sample)
+@pytest.fixture(scope="module")
+def separated(tmp_path_factory, no_difference) -> Path:
+    out = tmp_path_factory.mktemp("separation") / "closed"
+    run_prepare(out, "--sample")
+    return out
+
+
+def test_a_hole_the_audit_finds_is_closed_at_build_time(separated, left_open, tmp_path):
+    before, after = _summary(left_open), _summary(separated)
     assert (JAZZ, MIRA) in _hackable(before) and (JAZZ, MIRA) not in _hackable(after)
-    assert _paid(left_open, tmp_path, JAZZ, MIRA) == 1.0 and _paid(prepared_sample, tmp_path, JAZZ, MIRA) == 0.0
-    assert _paid(prepared_sample, tmp_path, JAZZ, JAZZ) == 1.0
+    assert _paid(left_open, tmp_path, JAZZ, MIRA) == 1.0 and _paid(separated, tmp_path, JAZZ, MIRA) == 0.0
+    assert _paid(separated, tmp_path, JAZZ, JAZZ) == 1.0
     done = after["audit"]["separation"]
     assert done["before"]["rl"]["hackable"] == before["audit"]["splits"]["rl"]["hackable"]
     assert after["audit"]["splits"]["rl"]["hackable"] < before["audit"]["splits"]["rl"]["hackable"]
@@ -57,18 +78,21 @@ def test_a_hole_the_audit_finds_is_closed_at_build_time(prepared_sample, left_op
     assert after["audit"]["rewrites"]["rejected"] == []
 
 
-def test_an_added_neighbour_judges_only_the_golds_whose_holes_it_closes(prepared_sample):
-    done = _summary(prepared_sample)["audit"]["separation"]
-    index = json.loads((prepared_sample / "bundle" / "data" / "index.json").read_text(encoding="utf-8"))
+def test_an_added_neighbour_judges_the_golds_whose_holes_it_closes_and_others(separated):
+    done = _summary(separated)["audit"]["separation"]
+    index = json.loads((separated / "bundle" / "data" / "index.json").read_text(encoding="utf-8"))
+    others = 0
     for db_id, count in done["added"].items():
         total = len(index["databases"][db_id]["neighbours"])
         closers = {(o["gold"], o["neighbour"]) for o in done["outcomes"] if o["db_id"] == db_id and o["neighbour"]}
         for k in range(total - count, total):
             judged = {gold for gold, per in index["neighbour_results"][db_id].items() if per[k] is not None}
-            assert judged and judged == {gold for gold, n in closers if n == k + 1}
+            assert judged >= {gold for gold, n in closers if n == k + 1}
+            others += len(judged - {gold for gold, _n in closers})
+    assert others >= 1  # a neighbour added for one gold's hole judges other golds too
 
 
-def test_the_same_inputs_build_the_same_neighbours(prepared_sample, tmp_path):
+def test_the_same_inputs_build_the_same_neighbours(separated, tmp_path, no_difference):
     again = tmp_path / "again"
     run_prepare(again, "--sample")
 
@@ -78,7 +102,7 @@ def test_the_same_inputs_build_the_same_neighbours(prepared_sample, tmp_path):
                 for p in sorted([folder / "index.json", *(folder / "neighbours").iterdir()])}
 
     assert sum(_summary(again)["audit"]["separation"]["added"].values()) >= 1
-    assert digests(again) == digests(prepared_sample)
+    assert digests(again) == digests(separated)
 
 
 @pytest.fixture(scope="module")
@@ -144,28 +168,33 @@ def _numbers(path: Path, values: list[int]) -> Path:
     return path
 
 
-def test_a_gold_keeps_the_fewest_checks_that_still_tell_every_answer_and_an_unused_neighbour_goes(tmp_path):
-    """Judged on a distilled neighbour and two added ones, the gold keeps the one added neighbour that tells
-    both its answers apart; the other added one, judged by no gold now, is left out, and the hole it
-    closed is said to be closed by the one kept."""
-    from types import SimpleNamespace
-
+def test_every_gold_is_judged_on_every_added_neighbour_where_it_may_be(tmp_path):
+    """A neighbour added for one gold's hole judges the database's other golds too, where each runs, what it
+    presupposes holds and its fair rewrites match there; a gold that has no rows there is not judged on it."""
     from bundle.verify import gold_result
-    gold, constant, bounded = "SELECT count(*) FROM t WHERE x > 1", "SELECT 2", "SELECT count(*) FROM t WHERE x > 1 AND x < 100"
-    original = _numbers(tmp_path / "original.sqlite", [1, 2, 3])
+    from harness.prepare.neighbours.separate import _Database
+    gold, other = "SELECT count(*) FROM t WHERE x > 1", "SELECT x FROM t WHERE x > 100"
+    original = _numbers(tmp_path / "original.sqlite", [1, 2, 300])
     files = [_numbers(tmp_path / f"{name}.sqlite", rows) for name, rows in
-             [("distilled", [1, 2, 3, 4]), ("both", [1, 200]), ("bounded", [1, 5, 200])]]
+             [("distilled", [1, 2, 3, 400]), ("added", [1, 200]), ("no-rows", [1, 5])]]
     limits = distil.build_limits()
-    result = {path: gold_result(gold, str(path), limits) for path in [original, *files]}
-    found = distil.Distilled("numbers", files[:1], {gold: [result[files[0]]]}, {gold: result[original]}, None, frozenset(),
-                             0, 0, 0, 0, 0, 0, 0, look_alikes={gold: (constant,)})
-    added = [separate._Added(files[1], {gold: result[files[1]]}), separate._Added(files[2], {gold: result[files[2]]})]
-    database = SimpleNamespace(found=found, added=added, original=original, limits=limits)
-    closed = [separate.Outcome(separate.Hole("numbers", gold, bounded), 3, "draw 1")]
-    settled, outcomes = separate._fewest_checks(database, closed, {gold: ("SELECT 3",)})  # type: ignore[arg-type]
-    assert settled.files == files[:2]
-    assert [r is not None for r in settled.results[gold]] == [False, True]
-    assert outcomes[0].neighbour == 2
+    result = {(g, path): gold_result(g, str(path), limits) for g in (gold, other) for path in [original, *files]}
+    from bundle import neighbour_mining
+    from bundle.neighbour_invariants import open_read_only
+    conn = open_read_only(str(original))
+    profile = neighbour_mining.mine(conn)
+    conn.close()
+    found = distil.Distilled("numbers", files[:1], {gold: [result[(gold, files[0])]], other: [result[(other, files[0])]]},
+                             {gold: result[(gold, original)], other: result[(other, original)]}, profile, frozenset(),
+                             0, 0, 0, 0, 0, 0, 0)
+    database = _Database(found, original, {other: ("SELECT x FROM t WHERE x >= 101",)}, tmp_path / "work")
+    database.added = [separate._Added(files[1], {gold: result[(gold, files[1])]}),
+                      separate._Added(files[2], {gold: result[(gold, files[2])]})]
+    settled = separate._every_check(database)
+    assert settled.files == files
+    assert [r is not None for r in settled.results[gold]] == [True, True, True]
+    assert [r is not None for r in settled.results[other]] == [True, True, False]  # no x over 100 on the last
+    assert settled.results[other][1] == result[(other, files[1])]
 
 
 # -- the same neighbours on CPython 3.9 (a Debian bullseye container) ----------------------------------

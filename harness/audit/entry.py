@@ -57,7 +57,6 @@ class NearMisses:
 class _Audited(NamedTuple):
     doc: dict
     measured: nearmiss.Measured | None  # None: the near misses were not measured
-    answers: dict[tuple[str, str], tuple[str, ...]]  # (db_id, gold) -> the answers judged for it
 
 
 def _audited(zip_path: Path, splits: tuple[str, ...], threads: int, near: NearMisses,
@@ -65,22 +64,18 @@ def _audited(zip_path: Path, splits: tuple[str, ...], threads: int, near: NearMi
     with tempfile.TemporaryDirectory(prefix="audit-") as work, load_bundle(zip_path, work) as loaded:
         made = run.catalogue_of(loaded, run.index_rows(loaded, splits), memo)
         doc = run.audit(loaded, splits, threads=threads, memo=memo, say=say, made=made)
-        answers = {key: tuple(c.sql for c in found) for key, found in made.items()}
         if near.which is None:
-            return _Audited(doc, None, answers)
+            return _Audited(doc, None)
         try:
             if near.families is None:
                 nearmiss.default_families()  # the generator's imports
         except ImportError as exc:
             doc["near_misses"] = {"not_run": f"the near-miss generator is not importable ({exc})"}
-            return _Audited(doc, None, answers)
+            return _Audited(doc, None)
         measured = nearmiss.measure(loaded, splits, families=near.families, which=near.which, settings=near.settings,
                                     threads=threads, work=near.work, memo=memo, say=say)
         doc["near_misses"] = measured.doc
-        for item in measured.items:
-            key = (item.row.db_id, item.row.gold)
-            answers[key] = answers.get(key, ()) + (item.sql,)
-        return _Audited(doc, measured, answers)
+        return _Audited(doc, measured)
 
 
 def audit_staged(staged: Path, splits: tuple[str, ...] = run.DEFAULT_SPLITS, *, threads: int = 4,
@@ -147,7 +142,7 @@ def review(staged: Path, *, drop_hackable: bool, purpose: str = "measure", work:
     which = near_miss_families if build or near_miss_families is None else "all"
     scratch = Path(tempfile.mkdtemp(prefix="review-oracle-", dir=work)) if which is not None else None
     try:
-        doc, measured, answers = _staged(staged, run.DEFAULT_SPLITS, threads, NearMisses(
+        doc, measured = _staged(staged, run.DEFAULT_SPLITS, threads, NearMisses(
             which, oracle.BUILD if build else oracle.MEASURE, scratch, families), say, memo)
         near_holes = _near_miss_holes(measured, work) if build and measured is not None and work is not None else ()
     finally:
@@ -159,7 +154,7 @@ def review(staged: Path, *, drop_hackable: bool, purpose: str = "measure", work:
         raise InputError(f"every one of the {rl_rows} rl rows is hackable, so --drop-hackable would leave rl empty: "
                          "build neighbour databases for rl (--neighbours eval,rl) or leave out --drop-hackable")
     return Review(summary_section(doc, dropped), frozenset(dropped), tuple(sorted(set(holes(doc)) | set(near_holes))),
-                  fair_answers(doc), answers)
+                  fair_answers(doc))
 
 
 def holes(doc: dict) -> tuple[Hole, ...]:

@@ -106,9 +106,6 @@ class Review:
     drop_rl: frozenset[int] = frozenset()
     holes: tuple[separate.Hole, ...] = ()  # the degenerate answers paid and shown wrong
     rewrites: dict[tuple[str, str], tuple[str, ...]] = dataclasses.field(default_factory=dict)  # (db_id, gold) -> fair answers
-    # (db_id, gold) -> every answer the review judged for it (its candidates, its near misses): what the
-    # separation's choice of checks must keep telling from the gold (harness.prepare.neighbours.fewest)
-    answers: dict[tuple[str, str], tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
@@ -180,8 +177,7 @@ def close_holes(stage: Path, index: dict, built: dict[str, distil.Distilled], re
     originals = {db_id: data / index["databases"][db_id]["file"] for db_id in built}
     with tempfile.TemporaryDirectory(prefix="spider-separate-") as work:
         closed, outcomes = separate.close(built, originals, list(reviewed.holes), reviewed.rewrites, Path(work),
-                                          plan.separation or separate.Settings(), plan.memo(), plan.workers,
-                                          reviewed.answers)
+                                          plan.separation or separate.Settings(), plan.memo(), plan.workers)
         attach_neighbours(stage, index, closed, plan)
     closed = _staged_files(closed, data)
     added = {db_id: len(found.files) - len(built[db_id].files) for db_id, found in sorted(closed.items())

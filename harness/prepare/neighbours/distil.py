@@ -20,9 +20,9 @@ For one original database and its golds (``distil``):
    Where the kept ones separate less than ``enough`` of the targets, another round of
    ``candidates`` is built, while a round adds at least ``min_gain`` and up to ``max_candidates``
    (the cost is per database, at build time);
-5. each gold is judged on the fewest kept neighbours that separate every look-alike of it any of
-   them separates (``harness.common.cover``); where none separates one, on the first it may be
-   judged on. A check costs the reward a run on every match.
+5. each gold is judged on every kept neighbour where it may be judged: one chosen for another
+   gold's look-alikes tells this gold's wrong answers apart too, and a run costs the reward
+   microseconds where a paid wrong answer costs the training run.
 
 Deterministic: the same original, golds and seed give the same files, byte for byte.
 """
@@ -40,7 +40,6 @@ from bundle.neighbour_fuzz import Fuzzer
 from bundle.neighbour_source import Draw, Focus, read_original
 from bundle.scoring_limits import DEFAULT_LIMITS, Limits
 from bundle.verify import MATCH, gold_result, judge
-from harness.common.cover import fewest
 from harness.prepare.neighbours.questions import Hidden
 from harness.prepare.neighbours.variants import variants
 
@@ -91,8 +90,6 @@ class Distilled:
     # neighbour (0-based) -> the invariants it relaxes for golds a kept one hides (harness.prepare.neighbours.relax)
     relaxed: dict[int, tuple[inv.Relaxed, ...]] = dataclasses.field(default_factory=dict)
     hidden: tuple[Hidden, ...] = ()  # the golds whose question a kept invariant hid, and what was done
-    # gold -> its look-alikes and constant answers the original accepts (step 2): what its checks must keep separating
-    look_alikes: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 def build_limits() -> Limits:
@@ -249,29 +246,17 @@ def distil(db_id: str, original: Path, golds: list[str], work: Path, settings: S
     return Distilled(db_id, files, _judged_on([evaluated[i] for i in chosen], golds, originals), originals, profile,
                      focus.grouped, len(all_targets - constants), len((covered & all_targets) - constants),
                      len(constants), len(covered & constants), len(evaluated),
-                     sum(c.refused for c in evaluated), sum(len(evaluated[i].unjudged) for i in chosen),
-                     look_alikes={g: tuple(same + consts) for g, (same, consts) in sorted(targets.items())})
+                     sum(c.refused for c in evaluated), sum(len(evaluated[i].unjudged) for i in chosen))
 
 
 def _judged_on(kept: list[Candidate], golds: list[str],
                originals: dict[str, gold_results.GoldResult]) -> dict[str, list[gold_results.GoldResult | None]]:
-    """Each gold's result on each kept neighbour, None where the gold is not judged there.
-
-    A check costs the reward a run on every match: each one must earn it. A gold is judged on the
-    fewest kept neighbours it may be judged on (``evaluate``) that together separate every
-    look-alike of it that any of them separates (``harness.common.cover.fewest``; for a gold with
-    no rows, the empty answer is one of them). A gold none separates anything for is judged on the
-    first it may be (for a gold with no rows on the original, the first that gives it rows, if one
-    does)."""
-    out = {}
-    for gold in golds:
-        usable = [k for k, c in enumerate(kept) if c.golds.get(gold) is not None]
-        chosen = [usable[i] for i in fewest([{t for t in kept[k].separated if t[0] == gold} for k in usable])]
-        if not chosen and usable:
-            empty = gold in originals and not originals[gold].shape.rows
-            chosen = [next((k for k in usable if empty and gold in kept[k].non_empty), usable[0])]
-        out[gold] = [kept[k].golds.get(gold) if k in chosen else None for k in range(len(kept))]
-    return out
+    """Each gold's result on each kept neighbour, None where the gold may not be judged there
+    (``evaluate``: it fails, what it presupposes does not hold, a name it lists by repeats more
+    than on the original). A gold is judged on every neighbour where it may be: a neighbour chosen
+    for one gold's look-alikes tells others' answers apart too, answers no list names (issue 37)."""
+    del originals  # every usable neighbour is kept, whatever the gold's rows on the original
+    return {gold: [c.golds.get(gold) for c in kept] for gold in golds}
 
 
 def _rounds(db_id: str, fuzzers: list[Fuzzer], originals: dict[str, gold_results.GoldResult],

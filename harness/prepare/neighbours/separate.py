@@ -28,13 +28,12 @@ Tried in turn, the first that qualifies is kept:
    row for a count, a group, a DISTINCT or a LIMIT); a row of a table the gold reads is deleted
    with the rows that need it. The proof decides whether an edit keeps the invariants.
 
-A database kept is added to the database's neighbours (at most ``max_added``), and each gold is
-judged there only where it closes one of that gold's holes: a check costs the reward a run on
-every match, and must earn it. Once a database's holes are done, each of its golds is judged on
-the fewest of its neighbours that still tell it from every answer any of them did (its look-alikes,
-the review's answers for it, its holes: ``fewest``), and an added neighbour no gold is judged on
-any more is left out. Holes left open are reported; ``prepare --drop-hackable`` can leave their rl
-rows out.
+A database kept is added to the database's neighbours (at most ``max_added``). Once a database's
+holes are done, each of its golds is judged on every added neighbour where it may be (it runs,
+what it presupposes holds, no name it lists by repeats more than on the original, and its known
+fair rewrites match there), not only on those that closed one of its own holes: a database that
+tells one gold's near miss apart tells other golds' wrong answers apart too (issue 37). Holes left
+open are reported; ``prepare --drop-hackable`` can leave their rl rows out.
 
 Deterministic: the seeds are texts of the database's SHA-256, the gold, the answer and the
 attempt, the holes are taken in sorted order, and no set of texts is iterated.
@@ -57,7 +56,7 @@ from bundle.verify import MATCH, gold_result, judge
 from harness.common.files import sha256_file
 from harness.common.memo import Memo
 from harness.common.processes import map_in_processes
-from harness.prepare.neighbours import edits, fewest
+from harness.prepare.neighbours import edits
 from harness.prepare.neighbours.distil import BUILD_STEPS, Distilled, build_limits
 
 NO_MEMO = Memo(None)
@@ -150,6 +149,29 @@ class _Database:
     def _matches(self, path: Path, sql: str, here: gold_results.GoldResult) -> bool:
         return judge(str(path), sql, here, self.limits, neighbour=True, max_steps=BUILD_STEPS).outcome == MATCH
 
+    def judged_on(self, path: Path, gold: str) -> gold_results.GoldResult | None:
+        """The gold's result on the added neighbour at ``path`` where it may be judged there: it runs,
+        what it presupposes holds, no name it lists by repeats more than on the original, it matches
+        itself and every fair rewrite of it matches too; else None."""
+        original = self.found.originals.get(gold)
+        if original is None:
+            return None
+        conn = inv.open_read_only(str(path))
+        try:
+            if neighbour_proof.repeated_identity(conn, self.found.profile, gold):
+                return None
+        finally:
+            conn.close()
+        try:
+            here = gold_result(gold, str(path), self.limits)
+        except sql_guard.QueryFailed:
+            return None
+        if neighbour_proof.judges(original, here) or not self._matches(path, gold, here):
+            return None
+        if not all(self._matches(path, fair, here) for fair in self.rewrites.get(gold, ())):
+            return None
+        return here
+
     def judged_here(self, path: Path, gold: str) -> bool:
         """Whether ``gold`` runs and may be judged on ``path`` (a base for the edits)."""
         original = self.found.originals.get(gold)
@@ -163,17 +185,14 @@ class _Database:
 def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], holes: list[Hole],
           rewrites: Mapping[tuple[str, str], tuple[str, ...]], work: Path,
           settings: Settings = Settings(), memo: Memo = NO_MEMO,
-          processes: int | None = None,
-          answers: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> tuple[dict[str, Distilled], list[Outcome]]:
+          processes: int | None = None) -> tuple[dict[str, Distilled], list[Outcome]]:
     """Each database's neighbours with the ones that close ``holes`` added, and what became of each hole.
-    Then each gold of a database that got neighbours is judged on the fewest of its neighbours that
-    still tell it from every answer any of them did (``fewest.prune``): its look-alikes, its holes
-    and ``answers`` ((db_id, gold) -> the review's answers for it); an added neighbour no gold is
-    judged on any more is left out.
+    Then each gold of a database that got neighbours is judged on every added neighbour where it
+    may be (``_every_check``).
     One database a process (``processes`` at a time, default one a core): each draws from seeds of its
     own, so any number gives the same. ``memo``: where each database's added neighbours are kept for
     the next build, keyed by its original, its neighbours, its holes (their witness databases by
-    SHA-256), its fair answers and answers, and the settings: the same files and outcomes."""
+    SHA-256), its fair answers and the settings: the same files and outcomes."""
     out = dict(distilled)
     parts: dict[str, list[Outcome]] = {}
     jobs = []
@@ -184,8 +203,7 @@ def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], hol
             parts[db_id] = [Outcome(h, None, "the database has no neighbours (prepare --neighbours)") for h in mine]
             continue
         fair = {gold: tuple(rewrites.get((db_id, gold), ())) for gold in found.originals}
-        judged = {gold: tuple((answers or {}).get((db_id, gold), ())) for gold in found.originals}
-        jobs.append((found, originals[db_id], mine, fair, judged, work / db_id, settings, memo.folder))
+        jobs.append((found, originals[db_id], mine, fair, work / db_id, settings, memo.folder))
     jobs.sort(key=lambda job: -len(job[2]))  # the most holes first: the processes finish together
     for job, (added, results, closed) in zip(jobs, map_in_processes(_close_database, jobs, processes)):
         found = job[0]
@@ -197,9 +215,9 @@ def close(distilled: Mapping[str, Distilled], originals: Mapping[str, Path], hol
 def _close_database(job: tuple) -> tuple[list[Path], dict[str, list], list[Outcome]]:
     """One database's holes closed (``close``): the neighbours added, every gold's results on all of
     the database's neighbours, and what became of each hole."""
-    found, original, mine, fair, judged, work, settings, folder = job
+    found, original, mine, fair, work, settings, folder = job
     memo = Memo(folder)
-    key = _key(memo, found, original, mine, fair, judged, settings) if memo else ""
+    key = _key(memo, found, original, mine, fair, settings) if memo else ""
     kept = memo.get("separation", key)
     if kept is not None:
         results, told = kept.value
@@ -207,7 +225,7 @@ def _close_database(job: tuple) -> tuple[list[Path], dict[str, list], list[Outco
     database = _Database(found, original, fair, work)
     try:
         closed = [_close_one(database, hole, settings) for hole in mine]
-        settled, closed = _fewest_checks(database, closed, judged)
+        settled = _every_check(database)
     finally:
         sql_guard.forget_connections()
     added = settled.files[len(found.files):]
@@ -215,32 +233,27 @@ def _close_database(job: tuple) -> tuple[list[Path], dict[str, list], list[Outco
     return added, settled.results, closed
 
 
-def _fewest_checks(database: _Database, closed: list[Outcome],
-                   judged: Mapping[str, tuple[str, ...]]) -> tuple[Distilled, list[Outcome]]:
-    """The database's neighbours with those added, each gold judged on the fewest that still tell it
-    from every answer any of them did (``fewest.prune``: its look-alikes, the answers ``judged`` for
-    it, its holes), without the added neighbours no gold is judged on any more; and the outcomes
-    renumbered, each closed hole on the first neighbour kept for its gold that tells it."""
+def _every_check(database: _Database) -> Distilled:
+    """The database's neighbours with those added, each gold judged on every added one where it may
+    be (``_Database.judged_on``), besides the hole it was added for."""
+    found = _with_added(database.found, database.added)
     base = len(database.found.files)
-    answers = {gold: (*found, *(o.hole.sql for o in closed if o.hole.gold == gold)) for gold, found in judged.items()}
-    pruned, first = fewest.prune(_with_added(database.found, database.added), database.original, answers,
-                                 database.limits, BUILD_STEPS)
-    settled, where = fewest.without_unused(pruned, base)
-    out = []
-    for o in closed:
-        k = None if o.neighbour is None else o.neighbour - 1
-        if k is not None and pruned.results[o.hole.gold][k] is None:
-            k = first[(o.hole.gold, o.hole.sql)]
-        out.append(o if k is None else dataclasses.replace(o, neighbour=where[k] + 1))  # type: ignore[operator]
-    return settled, out
+    results = {}
+    for gold, per in found.results.items():
+        row = list(per)
+        for k in range(base, len(found.files)):
+            if row[k] is None:
+                row[k] = database.judged_on(found.files[k], gold)
+        results[gold] = row
+    return dataclasses.replace(found, results=results)
 
 
 def _key(memo: Memo, found: Distilled, original: Path, holes: list[Hole], fair: Mapping[str, tuple[str, ...]],
-         judged: Mapping[str, tuple[str, ...]], settings: Settings) -> str:
+         settings: Settings) -> str:
     """What one database's separation depends on (``close``), for ``memo``."""
     named = [dataclasses.replace(h, witness=sha256_file(h.witness) if h.witness else "") for h in holes]
     return memo.key("separation", sha256_file(original), [sha256_file(f) for f in found.files],
-                    dataclasses.replace(found, files=[]), named, fair, judged, settings)
+                    dataclasses.replace(found, files=[]), named, fair, settings)
 
 
 def _in_order(holes: set[Hole]) -> list[Hole]:

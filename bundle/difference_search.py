@@ -1,0 +1,266 @@
+"""The search aimed at the difference: the original edited where an answer differs from its gold.
+
+An answer that matches its gold on the original and on the neighbour databases may still be wrong
+where none of them looks: ``bedtype LIKE '%King%'`` for ``bedtype = 'King'`` on data holding no
+longer text with King in it, ``GROUP BY Company`` for ``GROUP BY Investor`` where each investor has
+one company. Lists of such near misses have blind spots, so this search works from the two texts
+alone (``difference_reading``): the columns, literals and clauses where they differ give the edits
+of the original to try (``difference_edits``: a cell set at a literal's boundary or inside a longer
+text, a row copied, a row removed, a parent left without children), one at a time, on a private
+in-memory copy (``sql_sandbox``). On each edited database:
+
+* the edit must keep every invariant of the original's data that the tables it changes carry
+  (``neighbour_proof.violations``, as every neighbour does: keys, links, NULL-freedom, formats,
+  names' repeats; a gold's grouped columns may repeat), else it is spent without judging;
+* the gold runs there and must be judgeable (``neighbour_proof.judges``: rows where it has rows on
+  the original, no row of NULLs, no NULL sort key; ``repeated_identity``: no name it lists by
+  repeated more than the original repeats it);
+* the answer is judged as on a neighbour (the whole tie at a LIMIT, each row once, match too). The
+  first edit where the rows differ, or where the answer fails or is over a cap, decides:
+  ``decided_on`` reads ``edit 3 of inn_1 (rooms.bedType of row 1 set to 'King omega')``.
+
+Counted work, never time: at most ``difference_edits`` edits, and ``difference_steps`` units for the
+gold's runs (charged on every search as if run again), the proofs' reads and the answer's runs
+together; when the budget ends the match stands. What an edit gives (its proof, the gold's result
+there) is kept per process and reused by every later answer of that gold, so a verdict is the same
+whether it was computed or found: a pure function of (answer, row, bundle, settings).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+try:
+    from . import difference_edits, gold_results, neighbour_proof, sql_guard, sql_sandbox
+    from . import neighbour_invariants as inv
+    from . import neighbour_values as nv
+    from . import verify as verify_mod
+    from .difference_reading import Difference, difference
+    from .scoring_limits import Limits
+except ImportError:  # run as a standalone file
+    import difference_edits  # type: ignore[no-redef]
+    import gold_results  # type: ignore[no-redef]
+    import neighbour_invariants as inv  # type: ignore[no-redef]
+    import neighbour_proof  # type: ignore[no-redef]
+    import neighbour_values as nv  # type: ignore[no-redef]
+    import sql_guard  # type: ignore[no-redef]
+    import sql_sandbox  # type: ignore[no-redef]
+    import verify as verify_mod  # type: ignore[no-redef]
+    from difference_reading import Difference, difference  # type: ignore[no-redef]
+    from scoring_limits import Limits  # type: ignore[no-redef]
+
+EDIT_CHARGE = 200  # units charged per edit tried, besides the SQL it runs (applying, undoing, reading)
+READ_UNIT = 100  # VM steps between two counts of the search's own reads
+DECISIVE = (verify_mod.MISMATCH, verify_mod.PREDICTION_ERROR, verify_mod.PREDICTION_OVER_CAP,
+            verify_mod.PREDICTION_OVER_BUDGET)
+
+
+class Task(NamedTuple):
+    """One row's search: its original and the invariants every edit keeps."""
+
+    db_id: str
+    sha256: str
+    path: str
+    gold: str
+    profile: inv.Profile
+    repeats_allowed: frozenset
+
+
+class _Outcome(NamedTuple):
+    """What one edit gives, the same for every answer of the gold: the gold's result there (None:
+    not judgeable) and the units proving it and running the gold cost."""
+
+    gold: gold_results.GoldResult | None
+    units: int
+
+
+def _normal(sql: str) -> str:
+    return " ".join(sql.split()).rstrip(";").strip()
+
+
+class _Kept:
+    """What the process keeps: the edits of a (gold, difference), what each edit gives, the verdicts."""
+
+    MAX = 65_536
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.edits: dict[tuple, tuple[list[difference_edits.Edit], int]] = {}
+        self.outcomes: dict[tuple, _Outcome] = {}
+        self.verdicts: dict[tuple, verify_mod.Searched] = {}
+        self.baselines: dict[tuple, tuple[frozenset, int]] = {}
+
+    def put(self, table: dict, key: tuple, value: object) -> None:
+        with self.lock:
+            if len(table) >= self.MAX:
+                table.clear()
+            table[key] = value
+
+
+KEPT = _Kept()
+
+
+def _schema(profile: inv.Profile) -> dict[str, tuple[str, ...]]:
+    return {t.name.lower(): tuple(c.name.lower() for c in t.columns) for t in profile.tables}
+
+
+def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limits) -> verify_mod.Searched:
+    """Judge (gold, ``sql``) on edits of the original aimed at where they differ (module docstring)."""
+    key = (task.sha256, task.gold, _normal(sql), limits)
+    found = KEPT.verdicts.get(key)
+    if found is None:
+        found = _search(task, sql, original, limits)
+        KEPT.put(KEPT.verdicts, key, found)
+    return found
+
+
+def _search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limits) -> verify_mod.Searched:
+    if _normal(sql) == _normal(task.gold):
+        return verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", 0, 0)
+    diff = difference(task.gold, sql, _schema(task.profile))
+    box = sql_sandbox.sandbox(task.path, limits)
+    try:
+        edits, units = _edits(task, diff, box, limits)
+    except sql_sandbox.SandboxBroken as exc:
+        return verify_mod.Searched(f"edits of {task.db_id}", verify_mod.INFRASTRUCTURE_ERROR, None, str(exc), 0, 0)
+    tried = 0
+    for edit in edits:
+        if tried >= limits.difference_edits or units >= limits.difference_steps:
+            break
+        tried += 1
+        name = f"edit {tried} of {task.db_id} ({edit.what})"
+        try:
+            outcome, judged = _try(task, edit, sql, original, box, limits, limits.difference_steps - units)
+        except sql_sandbox.SandboxBroken as exc:
+            return verify_mod.Searched(name, verify_mod.INFRASTRUCTURE_ERROR, None, str(exc), tried, units)
+        units += outcome.units + EDIT_CHARGE
+        if judged is None:
+            continue
+        units += judged.steps
+        if judged.outcome in DECISIVE or judged.outcome in verify_mod.UNSCORED:
+            return verify_mod.Searched(name, judged.outcome, judged.score, f"on {name}: {judged.detail}", tried, units)
+        if judged.outcome != verify_mod.MATCH:
+            break  # the search's own budget ended inside this edit: the match stands
+    return verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", tried, units)
+
+
+def _edits(task: Task, diff: Difference, box: sql_sandbox.Sandbox,
+           limits: Limits) -> tuple[list[difference_edits.Edit], int]:
+    """The edits for ``diff`` and the units reading the original for them cost (kept per gold and difference)."""
+    key = (task.sha256, task.gold, diff.key(), limits.difference_edits)
+    found = KEPT.edits.get(key)
+    if found is None:
+        names = {c.name.lower() for t in task.profile.tables for c in t.columns}
+        with _Reading(box) as reading:
+            made = difference_edits.edits(box.plain, task.profile, diff, nv.comparisons_by_column(task.gold, names),
+                                          limits.difference_edits)
+        found = (made, reading.units)
+        KEPT.put(KEPT.edits, key, found)
+    return found
+
+
+class _Reading:
+    """The search's own reads, on the copy's unguarded twin (``Sandbox.plain``), their VM steps
+    counted in units."""
+
+    def __init__(self, box: sql_sandbox.Sandbox) -> None:
+        self.box, self.units = box, 0
+
+    def __enter__(self) -> _Reading:
+        self.box.plain.set_progress_handler(self._count, READ_UNIT)
+        return self
+
+    def _count(self) -> int:
+        self.units += READ_UNIT
+        return 0
+
+    def __exit__(self, *exc: object) -> None:
+        self.box.plain.set_progress_handler(None, 0)
+
+
+def _try(task: Task, edit: difference_edits.Edit, sql: str, original: gold_results.GoldResult,
+         box: sql_sandbox.Sandbox, limits: Limits, left: int) -> tuple[_Outcome, verify_mod.Judged | None]:
+    """Apply ``edit``, learn what it gives (kept), judge ``sql`` there when the gold can be, undo it."""
+    key = (task.sha256, task.gold, edit.statements, limits.float_digits)
+    outcome = KEPT.outcomes.get(key)
+    try:
+        box.apply(edit.statements)
+    except (ValueError, OverflowError, sql_sandbox.sqlite3.Error):
+        if outcome is None:
+            outcome = _Outcome(None, 0)
+            KEPT.put(KEPT.outcomes, key, outcome)
+        return outcome, None  # a constraint of the schema refuses it
+    try:
+        if outcome is None:
+            outcome = _learn(task, edit, original, box, limits)
+            KEPT.put(KEPT.outcomes, key, outcome)
+        gold = outcome.gold
+        if gold is None or outcome.units >= left:
+            return outcome, None
+        cap = max(left - outcome.units - EDIT_CHARGE, 1)
+        judged = verify_mod.judge(task.path, sql, gold, limits, neighbour=True, max_steps=cap, sandbox=box, fresh=True)
+        if judged.outcome == verify_mod.PREDICTION_OVER_BUDGET and cap < limits.budget_steps(gold.steps):
+            judged = judged._replace(outcome="search budget ended")
+        return outcome, judged
+    finally:
+        box.undo()
+
+
+def _learn(task: Task, edit: difference_edits.Edit, original: gold_results.GoldResult, box: sql_sandbox.Sandbox,
+           limits: Limits) -> _Outcome:
+    """Whether the edited copy keeps the invariants and judges the gold, and the gold's result there."""
+    tables = frozenset(t.lower() for t in edit.tables)
+    before, base_units = _baseline(task, tables, box)
+    with _Reading(box) as reading:
+        broken = frozenset(neighbour_proof.violations(task.profile, box.plain, task.repeats_allowed, tables))
+    units = reading.units + base_units
+    if not broken <= before:
+        return _Outcome(None, units)
+    try:
+        gold = gold_results.compute(task.gold, lambda text: _gold_run(task, text, box, limits), limits.float_digits)
+    except sql_guard.QueryFailed as failed:
+        if failed.kind in (sql_guard.WALL_GUARD, sql_guard.INFRASTRUCTURE):
+            raise sql_sandbox.SandboxBroken(f"the gold on an edited copy: {failed.detail}") from None
+        return _Outcome(None, units + failed.steps)
+    units += gold.steps
+    if neighbour_proof.judges(original, gold):
+        return _Outcome(None, units)
+    with _Reading(box) as reading:
+        repeated = neighbour_proof.repeated_identity(box.plain, task.profile, task.gold)
+    units += reading.units
+    return _Outcome(None if repeated else gold, units)
+
+
+def _gold_run(task: Task, text: str, box: sql_sandbox.Sandbox, limits: Limits) -> tuple:
+    raw = sql_guard.run_query(task.path, text, limits, budget_steps=limits.difference_steps,
+                              wall_s=limits.gold_wall_guard_s, fresh=True, sandbox=box)
+    return raw.columns, raw.rows, raw.steps
+
+
+def _baseline(task: Task, tables: frozenset, box: sql_sandbox.Sandbox) -> tuple[frozenset, int]:
+    """What the original itself breaks of the invariants of ``tables`` (an edit may break no more:
+    flight_2's codes with a leading space break a declared key already), and the units it cost."""
+    key = (task.sha256, id(task.profile), tables, task.repeats_allowed)
+    found = KEPT.baselines.get(key)
+    if found is None:
+        pending = box.pending
+        box.undo()
+        try:
+            with _Reading(box) as reading:
+                found = (frozenset(neighbour_proof.violations(task.profile, box.plain, task.repeats_allowed, tables)),
+                         reading.units)
+        finally:
+            if pending:
+                box.apply(pending)
+        KEPT.put(KEPT.baselines, key, found)
+    return found
+
+
+def forget() -> None:
+    """Forget what the process keeps (a benchmark times a cold search)."""
+    with KEPT.lock:
+        KEPT.edits.clear()
+        KEPT.outcomes.clear()
+        KEPT.verdicts.clear()
+        KEPT.baselines.clear()

@@ -1,0 +1,215 @@
+"""The search aimed at the difference (bundle/difference_*.py, bundle/sql_sandbox.py): edits of the original
+where an answer differs from its gold reject near misses no list names, never a right answer, and the
+verdict is a pure function of (answer, gold, database, settings)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bundle import difference_search, neighbour_mining, sql_connection, sql_guard, sql_sandbox
+from bundle.difference_edits import edits
+from bundle.difference_reading import difference
+from bundle.neighbour_invariants import open_read_only
+from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.verify import MATCH, MISMATCH, gold_result
+
+LIMITS = DEFAULT_LIMITS
+
+INN = """
+CREATE TABLE Rooms (RoomId TEXT PRIMARY KEY, roomName TEXT, beds INTEGER, bedType TEXT, basePrice INTEGER);
+CREATE TABLE Reservations (Code INTEGER PRIMARY KEY, Room TEXT REFERENCES Rooms(RoomId), Kids INTEGER);
+INSERT INTO Rooms VALUES ('RND', 'Recluse and defiance', 1, 'King', 150), ('IBS', 'Interim but salutary', 1, 'King', 150),
+  ('AOB', 'Abscond or bolster', 2, 'Queen', 175), ('MWC', 'Mendicant with cryptic', 2, 'Double', 125),
+  ('HBB', 'Harbinger but bequest', 1, 'Queen', 100), ('IBD', 'Immutable before decorum', 2, 'Queen', 150),
+  ('TAA', 'Thrift and accolade', 1, 'Double', 75), ('CAS', 'Convoke and sanguine', 2, 'King', 175);
+INSERT INTO Reservations VALUES (1, 'RND', 0), (2, 'IBS', 1), (3, 'AOB', 2), (4, 'MWC', 0), (5, 'HBB', 0),
+  (6, 'IBD', 1), (7, 'TAA', 0), (8, 'CAS', 2), (9, 'RND', 1), (10, 'AOB', 0);
+"""
+
+SHOP = """
+CREATE TABLE entrepreneur (Entrepreneur_ID INTEGER PRIMARY KEY, Company TEXT, Money REAL, Investor TEXT);
+INSERT INTO entrepreneur VALUES (1, 'Umbrolly', 150000.0, 'Duncan Bannatyne'), (2, 'Grails Ltd', 120000.0, 'Doug Richard'),
+  (3, 'Le Beanock', 54000.0, 'Rachel Elnaugh'), (4, 'IV Cam', 50000.0, 'Peter Jones'),
+  (5, 'Mycorrhizal Systems', 75000.0, 'Simon Woodroffe'), (6, 'Elizabeth Galton Ltd', 110000.0, 'Duncan Bannatyne');
+"""
+
+
+def _database(tmp_path: Path, name: str, script: str) -> Path:
+    path = tmp_path / f"{name}.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(script)
+    conn.close()
+    return path
+
+
+def _task(path: Path, gold: str) -> difference_search.Task:
+    conn = open_read_only(str(path))
+    try:
+        profile = neighbour_mining.mine(conn)
+    finally:
+        conn.close()
+    return difference_search.Task(path.stem, path.stem + "-sha", str(path), gold, profile, frozenset())
+
+
+def _search(path: Path, gold: str, answer: str, limits=LIMITS):
+    task = _task(path, gold)
+    difference_search.forget()
+    return difference_search.search(task, answer, gold_result(gold, str(path), limits), limits)
+
+
+@pytest.fixture
+def inn(tmp_path) -> Path:
+    return _database(tmp_path, "inn", INN)
+
+
+@pytest.fixture
+def shop(tmp_path) -> Path:
+    return _database(tmp_path, "shop", SHOP)
+
+
+KING = "SELECT sum(beds) FROM Rooms WHERE bedType = 'King'"
+TOP_INVESTOR = "SELECT Investor FROM entrepreneur GROUP BY Investor ORDER BY count(*) DESC LIMIT 1"
+
+
+@pytest.mark.parametrize("gold, answer", [
+    pytest.param(KING, "SELECT sum(beds) FROM Rooms WHERE bedType LIKE '%King%'", id="a substring for an equality"),
+    pytest.param(KING, "SELECT 4", id="the gold's value written out"),
+    pytest.param(KING, "SELECT sum(beds) FROM Rooms WHERE bedType >= 'King' AND bedType < 'L'", id="a range for an equality"),
+    pytest.param(KING, "SELECT sum(beds) FROM Rooms WHERE bedType <> 'Queen' AND bedType <> 'Double'",
+                 id="the other categories excluded"),
+    pytest.param("SELECT count(*) FROM Rooms WHERE basePrice > 150", "SELECT count(*) FROM Rooms WHERE basePrice >= 175",
+                 id="a bound moved to the next value the data holds"),
+    pytest.param(TOP_INVESTOR, TOP_INVESTOR.replace("GROUP BY Investor", "GROUP BY Company"), id="grouped by another column"),
+    pytest.param("SELECT Investor FROM entrepreneur GROUP BY Investor HAVING count(*) >= 2",
+                 "SELECT Investor FROM entrepreneur GROUP BY Investor HAVING count(*) >= 2 LIMIT 1", id="LIMIT 1 added"),
+    pytest.param("SELECT count(DISTINCT Investor) FROM entrepreneur", "SELECT count(*) - 1 FROM entrepreneur",
+                 id="a count of rows for a count of distinct values"),
+    pytest.param("SELECT avg(Money) FROM entrepreneur", "SELECT sum(Money) / 6 FROM entrepreneur", id="a sum over a fixed count"),
+])
+def test_a_near_miss_the_original_accepts_is_rejected_on_an_edit(inn, shop, gold, answer):
+    path = inn if "Rooms" in gold else shop
+    assert sql_guard.run_query(str(path), answer, LIMITS, budget_steps=10 ** 6, wall_s=60).rows == \
+        sql_guard.run_query(str(path), gold, LIMITS, budget_steps=10 ** 6, wall_s=60).rows  # the original accepts it
+    found = _search(path, gold, answer)
+    assert found.outcome == MISMATCH and found.decided_on.startswith("edit "), found
+
+
+@pytest.mark.parametrize("gold, answer", [
+    pytest.param(KING, "SELECT sum(T.beds) FROM Rooms AS T WHERE T.bedType = 'King'", id="an alias"),
+    pytest.param(KING, "SELECT total(beds) FROM Rooms WHERE 'King' = bedType", id="total and the comparison turned"),
+    pytest.param(KING, "SELECT sum(beds) FROM (SELECT * FROM Rooms WHERE bedType IN ('King'))", id="a subquery and IN"),
+    pytest.param("SELECT count(*) FROM Rooms WHERE basePrice > 150", "SELECT count(RoomId) FROM Rooms WHERE NOT basePrice <= 150",
+                 id="a negated bound and a key counted"),
+    pytest.param("SELECT count(*) FROM Rooms WHERE basePrice > 150", "SELECT count(*) FROM Rooms WHERE basePrice >= 151",
+                 id="a strict bound written inclusive one above, where prices are whole numbers"),
+    pytest.param(TOP_INVESTOR, "SELECT Investor FROM entrepreneur GROUP BY 1 ORDER BY count(Entrepreneur_ID) DESC LIMIT 1",
+                 id="grouped by position"),
+    pytest.param("SELECT DISTINCT Investor FROM entrepreneur", "SELECT Investor FROM entrepreneur GROUP BY Investor",
+                 id="DISTINCT as GROUP BY"),
+    pytest.param("SELECT T1.roomName FROM Rooms AS T1 JOIN Reservations AS T2 ON T1.RoomId = T2.Room WHERE T2.Kids > 1",
+                 "SELECT roomName FROM Rooms WHERE RoomId IN (SELECT Room FROM Reservations WHERE Kids > 1)",
+                 id="a join as IN, where a room's rows cannot repeat"),
+])
+def test_a_right_answer_in_other_words_is_never_rejected(inn, shop, gold, answer):
+    path = inn if "Rooms" in gold else shop
+    found = _search(path, gold, answer)
+    assert found.decided_on is None and found.outcome == MATCH, found
+    assert found.databases >= 1  # it was searched, and no edit told it apart
+
+
+def test_the_verdict_is_the_same_computed_or_found_in_any_order(inn):
+    answers = ["SELECT sum(beds) FROM Rooms WHERE bedType LIKE '%King%'", "SELECT sum(T.beds) FROM Rooms AS T WHERE T.bedType = 'King'",
+               "SELECT 4", "SELECT sum(beds) FROM Rooms WHERE bedType >= 'King' AND bedType < 'L'"]
+    task, original = _task(inn, KING), gold_result(KING, str(inn), LIMITS)
+    alone = []
+    for answer in answers:
+        difference_search.forget()
+        alone.append(difference_search.search(task, answer, original, LIMITS))
+    difference_search.forget()
+    together = [difference_search.search(task, a, original, LIMITS) for a in reversed(answers)][::-1]
+    difference_search.KEPT.verdicts.clear()
+    again = [difference_search.search(task, a, original, LIMITS) for a in answers]
+    assert alone == together == again
+
+
+def test_the_budget_counts_edits_and_work_and_its_end_never_rejects(inn):
+    answer = "SELECT sum(beds) FROM Rooms WHERE bedType LIKE '%King%'"
+    full = _search(inn, KING, answer)
+    one = _search(inn, KING, answer, LIMITS.replace(difference_edits=1))
+    assert full.outcome == MISMATCH and full.databases > 1
+    assert one.outcome == MATCH and one.decided_on is None and one.databases == 1
+    starved = _search(inn, KING, answer, LIMITS.replace(difference_steps=10))
+    assert starved.outcome == MATCH and starved.steps >= 10
+
+
+def test_an_edit_that_breaks_an_invariant_of_the_original_is_never_judged(shop, tmp_path):
+    """Investors repeat at most twice on the original; a third row of one never judges anything."""
+    gold = "SELECT count(*) FROM entrepreneur WHERE Investor = 'Duncan Bannatyne'"
+    task = _task(shop, gold)
+    diff = difference(gold, "SELECT 2", difference_search._schema(task.profile))
+    box = sql_sandbox.sandbox(task.path, LIMITS)
+    made = edits(box.plain, task.profile, diff, {}, 48)
+    assert made
+    third = [e for e in made if "most common value in Investor" in e.what or
+             ("Investor" in e.what and "its most common value" in e.what)]
+    original = gold_result(gold, str(shop), LIMITS)
+    for edit in third:
+        outcome, judged = difference_search._try(task, edit, "SELECT 2", original, box, LIMITS, 10 ** 9)
+        assert outcome.gold is None and judged is None, edit.what
+
+
+def test_the_reading_names_where_two_queries_differ():
+    names = {"t": ("a", "b", "c"), "u": ("a", "d")}
+    same = difference("SELECT a FROM t WHERE b = 1", "select A from T where B = 1", names)
+    assert same.lanes == () and not same.shape_differs
+    moved = difference("SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE c = 1", names)
+    assert [(lane.table, lane.column) for lane in moved.lanes] == [("t", "b"), ("t", "c")]
+    joined = difference("SELECT t.a FROM t JOIN u ON t.a = u.a", "SELECT a FROM t", names)
+    assert joined.tables == ("t", "u") and joined.shape_differs
+    assert ("u", "a") in [(lane.table, lane.column) for lane in joined.lanes]
+
+
+class TestSandbox:
+    def test_an_edit_is_undone_and_a_query_cannot_write(self, inn):
+        box = sql_sandbox.Sandbox(str(inn), LIMITS)
+        try:
+            box.apply([("UPDATE Rooms SET beds = 9 WHERE RoomId = 'RND'", ())])
+            assert box.conn.execute("SELECT beds FROM Rooms WHERE RoomId = 'RND'").fetchone() == (9,)
+            for hostile in ["DELETE FROM Rooms", "UPDATE Rooms SET beds = 0", "PRAGMA query_only = 0", "ROLLBACK",
+                            "RELEASE difference_edit", "CREATE TABLE x(a)", "ATTACH ':memory:' AS y", "VACUUM", "REINDEX"]:
+                with pytest.raises(sql_guard.QueryFailed):
+                    sql_guard.run_query(str(inn), hostile, LIMITS, budget_steps=10 ** 6, wall_s=60, sandbox=box)
+            assert box.conn.execute("SELECT count(*), sum(beds) FROM Rooms").fetchone() == (8, 20)
+            box.undo()
+            assert box.conn.execute("SELECT beds FROM Rooms WHERE RoomId = 'RND'").fetchone() == (1,)
+            assert box.plain.execute("SELECT beds FROM Rooms WHERE RoomId = 'RND'").fetchone() == (1,)
+        finally:
+            box.close()
+
+    def test_a_closed_copy_is_made_again_with_the_edit_it_held(self, inn):
+        box = sql_sandbox.Sandbox(str(inn), LIMITS)
+        held = sql_connection.cached_bytes()
+        try:
+            box.apply([("DELETE FROM Reservations WHERE Code = 10", ())])
+            assert sql_connection.cached_bytes() > held
+            box.close()
+            assert sql_connection.cached_bytes() == held
+            rows = sql_guard.run_query(str(inn), "SELECT count(*) FROM Reservations", LIMITS, budget_steps=10 ** 6,
+                                       wall_s=60, sandbox=box).rows
+            assert rows == [(9,)]
+            box.undo()
+            assert box.conn.execute("SELECT count(*) FROM Reservations").fetchone() == (10,)
+        finally:
+            box.close()
+        assert sql_connection.cached_bytes() == held
+
+    def test_the_file_is_never_written(self, inn):
+        before = inn.read_bytes()
+        box = sql_sandbox.Sandbox(str(inn), LIMITS)
+        box.apply([("DELETE FROM Rooms", ())])
+        box.undo()
+        box.close()
+        assert inn.read_bytes() == before
