@@ -13,12 +13,13 @@ Layout (written by the harness's ``prepare``; README, "Bundle data layout")::
                                "bytes": 12345, "schema": ["singer(Singer_ID, Name)", ...]}},
      "rows": [{"id": "train-00000", "split": "train", "db_id": "<db_id>", "gold": "SELECT ...",
                "disputed": "<id>"}],           # "disputed" only on rows whose gold is disputed
-     "disputed_golds": {"<id>": {"kind": "wrong bound", "reason": "..."}},  # when some row is
+     "disputed_golds": {"<id>": {"kind": "wrong bound", "reason": "...", "accepted": ["SELECT ..."]}},  # when some row is
      "gold_results": {"<db_id>": {"<gold text>": {"ncols": 1, "rows": [[3]], "ordered": false,
                                                   "segments": null, "steps": 2000}}}}
 
 A row whose gold is disputed (wrong or narrower than its question: docs/disputed-golds.md) names the
-entry; every row with that (database, gold) is judged on the original database only (``disputed``).
+entry; every row with that (database, gold) is judged against the gold and each of the entry's
+``accepted`` answers (``disputed``, ``scoring_disputed``).
 
 ``reward_shape`` (optional) is the shape the reward pays by (``reward_shapes``: ``name``, ``values``
 per outcome, ``bounds``, and for ``sql-r1`` its ``bonus`` and ``parts``); without it the reward is
@@ -196,15 +197,24 @@ class BundleData:
             out.append((name, self._checked_path(name, entry), entry["sha256"], result if usable else None))
         return out
 
-    def disputed(self, resolved: Resolved) -> tuple[str, str] | None:
-        """(id, reason) when the row's gold is disputed on its database (any row with it says so), else None.
-
-        Such a row is judged on the original database only (docs/bundle.md, "Disputed golds").
-        """
+    def disputed(self, resolved: Resolved) -> tuple[str, str, tuple[str, ...]] | None:
+        """(id, reason, accepted answers) when the row's gold is disputed on its database (any row
+        with it says so), else None (docs/disputed-golds.md: the row is judged against the gold and
+        each accepted answer)."""
         found = self._disputed.get((resolved.db_id, normalize_gold(resolved.gold))) if self._disputed else None
         if found is None:
             return None
-        return found, str((self.disputed_golds.get(found) or {}).get("reason", "listed as disputed"))
+        entry = self.disputed_golds.get(found) or {}
+        return (found, str(entry.get("reason", "listed as disputed")),
+                tuple(str(a) for a in entry.get("accepted", ()) if isinstance(a, str) and a.strip()))
+
+    def neighbour_files(self, db_id: str) -> list[tuple[str, str, str, bool]]:
+        """(name, checked path, SHA-256, relaxed for named golds) of every neighbour of ``db_id``."""
+        out = []
+        for i, entry in enumerate(self.databases[db_id].get("neighbours") or []):
+            name = f"neighbour {i + 1} of {db_id}"
+            out.append((name, self._checked_path(name, entry), entry["sha256"], bool(entry.get("relaxed"))))
+        return out
 
     def invariants(self, db_id: str) -> dict | None:
         """What every neighbour of ``db_id`` keeps (``neighbour_invariants``), or None: built without neighbours."""

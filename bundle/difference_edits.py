@@ -31,11 +31,11 @@ from typing import NamedTuple
 try:
     from . import neighbour_invariants as inv
     from . import neighbour_values as nv
-    from .difference_reading import Difference, Lane
+    from .difference_reading import Difference, Lane, provenance
 except ImportError:  # run as a standalone file
     import neighbour_invariants as inv  # type: ignore[no-redef]
     import neighbour_values as nv  # type: ignore[no-redef]
-    from difference_reading import Difference, Lane  # type: ignore[no-redef]
+    from difference_reading import Difference, Lane, provenance  # type: ignore[no-redef]
 
 ROWS_PER_VALUE = 2  # rows given one value, one at a time
 VALUES_PER_LANE = 12  # values a lane offers at most
@@ -60,18 +60,20 @@ def _q(name: str) -> str:
     return inv.quote(name)
 
 
-def edits(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference, gold_comparisons: dict,
-          most: int) -> list[Edit]:
+def edits(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference, gold: str, most: int) -> list[Edit]:
     """At most ``most`` edits for ``diff`` on the database behind ``conn`` (read only here), in the
-    order they are tried (module docstring). ``gold_comparisons``: ``comparisons_by_column`` of the gold."""
+    order they are tried (module docstring); ``gold``: the gold's text (the rows it reads come first)."""
+    names = {c.name.lower() for t in profile.tables for c in t.columns}
+    comparisons = nv.comparisons_by_column(gold, names)
+    sources = _sources(conn, gold, profile)
     lanes: list[Iterator[Edit]] = []
     for lane in diff.lanes:
         found = _column(profile, lane)
         if found is not None:
-            lanes.append(_lane(conn, profile, found, lane, gold_comparisons))
-    rows = _rows(conn, profile, diff)
+            lanes.append(_lane(conn, profile, found, lane, comparisons, sources))
+    rows = _rows(conn, profile, diff, sources)
     lanes.insert(0 if diff.shape_differs or not lanes else min(1, len(lanes)), rows)
-    later = [_lane(conn, profile, found, lane, gold_comparisons) for lane in diff.shared
+    later = [_lane(conn, profile, found, lane, comparisons, sources) for lane in diff.shared
              for found in [_column(profile, lane)] if found is not None]
     out: list[Edit] = []
     seen: set[tuple] = set()
@@ -82,6 +84,20 @@ def edits(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference, gold
                 out.append(edit)
                 if len(out) >= most:
                     return out
+    return out
+
+
+def _sources(conn: sqlite3.Connection, gold: str, profile: inv.Profile) -> dict[str, list[int]]:
+    """The rows (rowids) of each table the gold's answer comes from (``difference_reading.provenance``)."""
+    schema = {t.name.lower(): tuple(c.name.lower() for c in t.columns) for t in profile.tables}
+    out: dict[str, list[int]] = {}
+    for table, sql in provenance(gold, schema):
+        try:
+            found = [int(r[0]) for r in conn.execute(sql) if isinstance(r[0], int)]
+        except (sqlite3.Error, ValueError, OverflowError):
+            continue  # a text the reading cut wrongly: no rows from it
+        bucket = out.setdefault(table, [])
+        bucket += [r for r in found if r not in bucket]
     return out
 
 
@@ -114,15 +130,22 @@ def _linked(profile: inv.Profile, table: str) -> set[str]:
 # ---- a column's cells -------------------------------------------------------------------------------
 
 def _lane(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane,
-          gold_comparisons: dict) -> Iterator[Edit]:
-    table, facts = col.table.name, col.facts
+          gold_comparisons: dict, sources: dict[str, list[int]]) -> Iterator[Edit]:
+    """A column's edits: its cells set to values around the literals (``_set``) in turns with two
+    rows swapping their values, every row holding a literal moved at once, and a key renumbered
+    with the rows that name it (``_moves``)."""
     if not col.table.rows:
         return
+    telling = sources.get(col.table.name.lower(), [])[:2] + _telling(conn, col, gold_comparisons)
+    yield from _turns([_set(conn, profile, col, lane, telling), _moves(conn, profile, col, lane, telling)])
+
+
+def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane, telling: list[int]) -> Iterator[Edit]:
+    table, facts = col.table.name, col.facts
     t, c = _q(table), _q(facts.name)
     values = _values(conn, col, lane, facts.name.lower() in _linked(profile, table))
-    telling = _telling(conn, col, gold_comparisons)
     for value, note in values:
-        rows = _holding(conn, t, c, lane.literals) + telling + _first(conn, t, 3)
+        rows = telling + _holding(conn, t, c, lane.literals) + _first(conn, t, 3)
         used = 0
         for rowid in dict.fromkeys(rows):
             if used >= ROWS_PER_VALUE:
@@ -137,6 +160,72 @@ def _lane(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lan
             yield added._replace(what=f"{added.what} holding {note} in {facts.name}")
 
 
+def _moves(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane,
+           telling: list[int]) -> Iterator[Edit]:
+    """Edits that move values between rows: two rows swap (a name goes to another entity, the
+    entity keeps its keys), every row holding a literal takes another value (none is left where
+    the gold looks), a row's key renumbered and its children following (an id is no name)."""
+    table, facts = col.table.name, col.facts
+    t, c = _q(table), _q(facts.name)
+    holders = _holding(conn, t, c, lane.literals)
+    firsts = [r for r in dict.fromkeys(holders + telling + _first(conn, t, 3))]
+    # An entity others link to keeps its names (a maker called volvo stays the maker of the volvo
+    # models): only rows no other row names swap values; an entity's key is renumbered instead.
+    entity = any(k.parent.lower() == table.lower() for k in profile.links)
+    for a in [] if entity else firsts[:2]:
+        other = conn.execute(f"SELECT rowid FROM {t} WHERE {c} IS NOT (SELECT {c} FROM {t} WHERE rowid = ?) "
+                             f"AND rowid <> ? ORDER BY rowid LIMIT 1", (a, a)).fetchone()
+        if other is not None:
+            b = int(other[0])
+            va, vb = (_cell(conn, t, c, r) for r in (a, b))
+            if va is not _UNREADABLE and vb is not _UNREADABLE:
+                yield Edit(f"{table}.{facts.name} of rows {a} and {b} swapped",
+                           ((f"UPDATE {t} SET {c} = CASE rowid WHEN ? THEN ? ELSE ? END WHERE rowid IN (?, ?)",
+                             (a, vb, va, a, b)),), (table,))
+    for literal in [v for v in lane.literals if not (isinstance(v, str) and ("%" in v or "_" in v))][:2]:
+        value = nv.stored(literal, facts.declared)
+        fresh = f"{value} {FILLER}" if isinstance(value, str) else _fresh(conn, col, None)
+        if fresh is not None and nv.fits(facts, fresh):
+            yield Edit(f"every {table}.{facts.name} holding {value!r} set to {fresh!r}",
+                       ((f"UPDATE {t} SET {c} = ? WHERE {c} = ?", (fresh, value)),), (table,))
+    yield from _renumbered(conn, profile, col, firsts[:1])
+
+
+_UNREADABLE = object()
+
+
+def _cell(conn: sqlite3.Connection, t: str, c: str, rowid: int) -> object:
+    """A cell's value as a statement can be given it again (a text that is not UTF-8 cannot)."""
+    found = conn.execute(f"SELECT {c} FROM {t} WHERE rowid = ?", (rowid,)).fetchone()
+    value = found[0] if found else None
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return _UNREADABLE
+    return value
+
+
+def _renumbered(conn: sqlite3.Connection, profile: inv.Profile, col: Column, rows: list[int]) -> Iterator[Edit]:
+    """A row's one-column key given a value none holds, the rows that name it following."""
+    table, facts = col.table.name, col.facts
+    if [k.lower() for k in col.table.key] != [facts.name.lower()] or not rows:
+        return
+    fresh = _fresh(conn, col, None)
+    old = _cell(conn, _q(table), _q(facts.name), rows[0])
+    if fresh is None or old is None or old is _UNREADABLE:
+        return
+    statements = [(f"UPDATE {_q(table)} SET {_q(facts.name)} = ? WHERE rowid = ?", (fresh, rows[0]))]
+    touched = [table]
+    for link in profile.links:
+        if link.parent.lower() == table.lower() and [p.lower() for p in link.parent_columns] == [facts.name.lower()]:
+            child = _q(link.child_columns[0])
+            statements.append((f"UPDATE {_q(link.child)} SET {child} = ? WHERE {child} = ?", (fresh, old)))
+            touched.append(link.child)
+    yield Edit(f"{table}.{facts.name} of row {rows[0]} renumbered to {fresh!r}, the rows naming it following",
+               tuple(statements), tuple(dict.fromkeys(touched)))
+
+
 def _values(conn: sqlite3.Connection, col: Column, lane: Lane, linked: bool) -> list[tuple[object, str]]:
     """(value, how it reads) for a column's cells: around its literals, then its own (module docstring).
     A link's cell names a parent: it only takes values the column holds already (a row moved to
@@ -147,7 +236,7 @@ def _values(conn: sqlite3.Connection, col: Column, lane: Lane, linked: bool) -> 
         if isinstance(literal, str) and ("%" in literal or "_" in literal):
             out += [(text, repr(text)) for text in nv.like_texts(literal)]
             continue
-        value = nv.stored(literal, facts.declared)
+        value = _as_stored(conn, col, nv.stored(literal, facts.declared))
         out.append((value, repr(value)))
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             step = 1 if isinstance(value, int) else 0.5
@@ -175,6 +264,26 @@ def _values(conn: sqlite3.Connection, col: Column, lane: Lane, linked: bool) -> 
             seen.add(key)
             kept.append((value, note))
     return kept[:VALUES_PER_LANE]
+
+
+def _as_stored(conn: sqlite3.Connection, col: Column, value: object) -> object:
+    """A text literal as the original writes it, where it holds it in another case ('Korea' for
+    'korea'): a value in a case the data never shows would judge the question's spelling, not the answer."""
+    if not isinstance(value, str):
+        return value
+    c = _q(col.facts.name)
+    found = conn.execute(f"SELECT {c} FROM {_q(col.table.name)} WHERE typeof({c}) = 'text' AND lower({c}) = lower(?) "
+                         f"ORDER BY {c} = ? DESC, rowid LIMIT 1", (value, value)).fetchone()
+    return found[0] if found and _readable(found[0]) else value
+
+
+def _readable(value: object) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
 
 
 def _texts(conn: sqlite3.Connection, col: Column) -> list[str]:
@@ -258,18 +367,20 @@ def _counted_up(text: str, digits: list[int], bump: int) -> str | None:
 
 # ---- rows added and removed -------------------------------------------------------------------------
 
-def _rows(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference) -> Iterator[Edit]:
-    """Rows copied and removed in the tables the two read, parents left without children, in turns."""
+def _rows(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference,
+          sources: dict[str, list[int]]) -> Iterator[Edit]:
+    """Rows copied (with fresh keys, and as a twin keeping its names) and removed in the tables the
+    two read, the gold's own rows first; parents left without children; the tables in turns."""
     per_table = []
     literal_of = {(lane.table, lane.column): lane.literals for lane in diff.lanes + diff.shared}
     for name in diff.tables:
         table = next((t for t in profile.tables if t.name.lower() == name), None)
         if table is None or not table.rows:
             continue
-        rows = []
+        rows = list(sources.get(name, []))
         for col in table.columns:
             rows += _holding(conn, _q(table.name), _q(col.name), literal_of.get((name, col.name.lower()), ()))
-        rows = list(dict.fromkeys(rows + _first(conn, _q(table.name))))[:2]
+        rows = list(dict.fromkeys(rows + _first(conn, _q(table.name))))[:3]
         per_table.append(_table_rows(conn, profile, table, rows))
     yield from _turns(per_table)
 
@@ -277,9 +388,10 @@ def _rows(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference) -> I
 def _table_rows(conn: sqlite3.Connection, profile: inv.Profile, table: inv.TableFacts,
                 rows: list[int]) -> Iterator[Edit]:
     for rowid in rows:
-        copied = _copy(conn, profile, table, [rowid], {})
-        if copied is not None:
-            yield copied
+        for twin in (False, True):
+            copied = _copy(conn, profile, table, [rowid], {}, twin)
+            if copied is not None:
+                yield copied
         yield _remove(profile, table, rowid)
     for link in profile.links:
         if link.parent.lower() != table.name.lower():
@@ -322,18 +434,20 @@ def _cascade(profile: inv.Profile, table: str, where: str, depth: int,
 
 
 def _copy(conn: sqlite3.Connection, profile: inv.Profile, table: inv.TableFacts, rows: list[int],
-          values: dict) -> Edit | None:
+          values: dict, twin: bool = False) -> Edit | None:
     """A copy of the first of ``rows`` with fresh keys (and ``values``: column -> value set in it),
     with what it needs to keep the links: a new parent where the link is one-to-one (or its link
-    values never repeat together), a child where every parent has one."""
+    values never repeat together), a child where every parent has one. A ``twin`` keeps every value
+    but what must be unique: its names and its other values repeat (a DISTINCT, a count of distinct
+    values tell it from the row it copies)."""
     if not rows:
         return None
-    made = _copied(conn, profile, table, rows[0], {k.lower(): v for k, v in values.items()}, 0)
+    made = _copied(conn, profile, table, rows[0], {k.lower(): v for k, v in values.items()}, 0, twin)
     if made is None:
         return None
     statements, _fresh_values = made
-    return Edit(f"{table.name} row {rows[0]} copied with fresh keys", statements,
-                tuple(dict.fromkeys(_touched(profile, statements))))
+    kind = "a twin with fresh keys" if twin else "copied with fresh keys"
+    return Edit(f"{table.name} row {rows[0]} {kind}", statements, tuple(dict.fromkeys(_touched(profile, statements))))
 
 
 def _touched(profile: inv.Profile, statements: tuple[tuple[str, tuple], ...]) -> list[str]:
@@ -348,7 +462,7 @@ def _touched(profile: inv.Profile, statements: tuple[tuple[str, tuple], ...]) ->
 
 
 def _copied(conn: sqlite3.Connection, profile: inv.Profile, table: inv.TableFacts, rowid: int, values: dict,
-            depth: int) -> tuple[tuple[tuple[str, tuple], ...], dict] | None:
+            depth: int, twin: bool = False) -> tuple[tuple[tuple[str, tuple], ...], dict] | None:
     """(statements, the copy's value of each column set anew) for a copy of ``rowid``, or None."""
     if depth > CASCADE_DEPTH:
         return None
@@ -359,7 +473,7 @@ def _copied(conn: sqlite3.Connection, profile: inv.Profile, table: inv.TableFact
     for link in _needing_new_parent(profile, table, chosen):
         parent = next((t for t in profile.tables if t.name.lower() == link.parent.lower()), None)
         found = _parent_row(conn, link, rowid)
-        made = None if parent is None or found is None else _copied(conn, profile, parent, found, {}, depth + 1)
+        made = None if parent is None or found is None else _copied(conn, profile, parent, found, {}, depth + 1, twin)
         if made is None:
             return None
         before += made[0]
@@ -367,16 +481,22 @@ def _copied(conn: sqlite3.Connection, profile: inv.Profile, table: inv.TableFact
             if parent_col.lower() not in made[1]:
                 return None
             chosen[child_col.lower()] = made[1][parent_col.lower()]
-    key = {c.lower() for c in table.key}
+    key = [c.lower() for c in table.key]
+    # A key of several columns is new once one of them is: the others keep their values.
+    key_new = len(key) > 1 and any(k in chosen for k in key)
     exprs, params = [], []
     for col in table.columns:
         name = col.name.lower()
-        if name not in chosen and (name in key or col.unique or col.near_unique) and name not in linked:
+        single_key = name in key and len(key) == 1
+        last_of_key = len(key) > 1 and not key_new and name == next((k for k in reversed(key) if k not in linked), "")
+        must = single_key or col.unique or last_of_key or (col.near_unique and not twin)
+        if name not in chosen and must and name not in linked:
             base = conn.execute(f"SELECT {_q(col.name)} FROM {_q(table.name)} WHERE rowid = ?", (rowid,)).fetchone()
             fresh = _fresh(conn, Column(table, col), base[0] if base else None)
             if fresh is None:
                 return None
             chosen[name] = fresh
+            key_new = key_new or name in key
         if name in chosen:
             exprs.append("?")
             params.append(chosen[name])
@@ -392,7 +512,7 @@ def _copied(conn: sqlite3.Connection, profile: inv.Profile, table: inv.TableFact
             child = _child_row(conn, link, rowid)
             re_pointed = {c.lower(): chosen[p.lower()] for c, p in zip(link.child_columns, link.parent_columns)}
             made = None if child_table is None or child is None else \
-                _copied(conn, profile, child_table, child, re_pointed, depth + 1)
+                _copied(conn, profile, child_table, child, re_pointed, depth + 1, twin)
             if made is None:
                 return None
             after += made[0]

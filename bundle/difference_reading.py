@@ -223,3 +223,49 @@ def _literals(one: Reading, two: Reading, key: tuple[str, str]) -> tuple:
     common = [v for v in a if v in b]
     order = lambda v: (type(v).__name__, repr(v))  # noqa: E731
     return tuple(sorted(distinct, key=order) + sorted(common, key=order))
+
+
+_SELECT_END = {"GROUP", "ORDER", "LIMIT", "HAVING", "UNION", "INTERSECT", "EXCEPT", "WINDOW"}
+
+
+def provenance(gold: str, schema: Mapping[str, tuple[str, ...]]) -> list[tuple[str, str]]:
+    """(table, SQL) pairs whose SQL lists the rowids of the rows of ``table`` each SELECT of ``gold``
+    at its outermost level reads through its FROM and WHERE: the rows its answer comes from (a
+    row copied from them is a second answer, one changed moves an answer). Nested queries are not
+    followed; a text it cannot follow gives none.
+
+    >>> provenance("SELECT T1.a FROM t AS T1 JOIN u ON T1.a = u.a WHERE T1.b > 2 ORDER BY 1", {"t": ("a", "b"), "u": ("a",)})
+    [('t', 'SELECT DISTINCT t1.rowid FROM t AS T1 JOIN u ON T1.a = u.a WHERE T1.b > 2 ORDER BY 1 LIMIT 4'), ('u', 'SELECT DISTINCT u.rowid FROM t AS T1 JOIN u ON T1.a = u.a WHERE T1.b > 2 ORDER BY 1 LIMIT 4')]
+    """
+    code = sql_text.code_tokens(gold)[:MAX_TOKENS]
+    out: list[tuple[str, str]] = []
+    depth, start = 0, None
+    for i, tok in enumerate(code + [sql_text.Token("op", ";", len(gold))]):
+        if tok.text == "(":
+            depth += 1
+        elif tok.text == ")":
+            depth -= 1
+        if depth:
+            continue
+        if tok.upper == "FROM" and start is None:
+            start = i
+        elif start is not None and (tok.text == ";" or (tok.kind == "word" and tok.upper in _SELECT_END)):
+            out += _rowids(gold, code[start:i], schema)
+            start = None
+    return out
+
+
+def _rowids(gold: str, clause: list[sql_text.Token], schema: Mapping[str, tuple[str, ...]]) -> list[tuple[str, str]]:
+    """The provenance queries of one FROM ... WHERE span (``provenance``)."""
+    if not clause:
+        return []
+    tables, aliases = _tables(clause, schema)
+    text = gold[clause[0].start:clause[-1].end]
+    named = {table: alias for alias, table in aliases.items()}
+    out = []
+    for table in tables:
+        ref = named.get(table, table)
+        if not ref.replace("_", "").isalnum():
+            continue
+        out.append((table, f"SELECT DISTINCT {ref}.rowid {text} ORDER BY 1 LIMIT 4"))
+    return out

@@ -28,6 +28,7 @@ whether it was computed or found: a pure function of (answer, row, bundle, setti
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import NamedTuple
 
@@ -57,7 +58,9 @@ DECISIVE = (verify_mod.MISMATCH, verify_mod.PREDICTION_ERROR, verify_mod.PREDICT
 
 
 class Task(NamedTuple):
-    """One row's search: its original and the invariants every edit keeps."""
+    """One row's search: its original and the invariants every edit keeps (``repeats_allowed``: the
+    columns this gold needs repeated, ``neighbour_values.grouped_columns``; not those of the
+    database's other golds, which would let a name repeat that this question treats as unique)."""
 
     db_id: str
     sha256: str
@@ -90,6 +93,7 @@ class _Kept:
         self.outcomes: dict[tuple, _Outcome] = {}
         self.verdicts: dict[tuple, verify_mod.Searched] = {}
         self.baselines: dict[tuple, tuple[frozenset, int]] = {}
+        self.proofs: dict[tuple, inv.Profile] = {}
 
     def put(self, table: dict, key: tuple, value: object) -> None:
         with self.lock:
@@ -151,10 +155,8 @@ def _edits(task: Task, diff: Difference, box: sql_sandbox.Sandbox,
     key = (task.sha256, task.gold, diff.key(), limits.difference_edits)
     found = KEPT.edits.get(key)
     if found is None:
-        names = {c.name.lower() for t in task.profile.tables for c in t.columns}
         with _Reading(box) as reading:
-            made = difference_edits.edits(box.plain, task.profile, diff, nv.comparisons_by_column(task.gold, names),
-                                          limits.difference_edits)
+            made = difference_edits.edits(box.plain, task.profile, diff, task.gold, limits.difference_edits)
         found = (made, reading.units)
         KEPT.put(KEPT.edits, key, found)
     return found
@@ -207,13 +209,52 @@ def _try(task: Task, edit: difference_edits.Edit, sql: str, original: gold_resul
         box.undo()
 
 
+def grouped(profile: inv.Profile, gold: str) -> frozenset:
+    """The columns ``gold`` needs repeated (grouped by, with a HAVING: ``neighbour_values.grouped_columns``)."""
+    names = {c.name.lower() for t in profile.tables for c in t.columns}
+    links = {c.lower() for k in profile.links for c in k.child_columns}
+    return frozenset(nv.grouped_columns(gold, names, links))
+
+
+def kept_facts(profile: inv.Profile, gold: str) -> inv.Profile:
+    """The invariants an edit keeps: the original's, but for uniqueness that small data shows by
+    chance. A column of numbers whose values all differ (two drafts never share a number on four
+    rows, no two singers share an age on six) may repeat, unless it is a key (declared alone, named
+    as an identifier, or a link's parent) or the gold takes its ``min``/``max`` or sorts by it
+    (a tie there would decide which row a bare column comes from). Names keep their repeats as on
+    the original: two students called Kyle are a fact the data would have to show."""
+    names = {c.name.lower() for t in profile.tables for c in t.columns}
+    held = nv.extreme_columns(gold, names) | nv.sort_columns(gold, names)
+    parents = {(k.parent.lower(), c.lower()) for k in profile.links for c in k.parent_columns}
+    tables = []
+    for table in profile.tables:
+        key = [c.lower() for c in table.key]
+        columns = []
+        for col in table.columns:
+            name = col.name.lower()
+            chance = col.unique and col.kinds and set(col.kinds) <= {"integer", "real"} and key != [name] \
+                and not name.endswith("id") and (table.name.lower(), name) not in parents and name not in held
+            columns.append(dataclasses.replace(col, unique=False, near_unique=False) if chance else col)
+        tables.append(dataclasses.replace(table, columns=tuple(columns)))
+    return dataclasses.replace(profile, tables=tuple(tables))
+
+
+def _proof(task: Task) -> inv.Profile:
+    key = (task.sha256, id(task.profile), task.gold)
+    found = KEPT.proofs.get(key)
+    if found is None:
+        found = kept_facts(task.profile, task.gold)
+        KEPT.put(KEPT.proofs, key, found)
+    return found
+
+
 def _learn(task: Task, edit: difference_edits.Edit, original: gold_results.GoldResult, box: sql_sandbox.Sandbox,
            limits: Limits) -> _Outcome:
     """Whether the edited copy keeps the invariants and judges the gold, and the gold's result there."""
     tables = frozenset(t.lower() for t in edit.tables)
     before, base_units = _baseline(task, tables, box)
     with _Reading(box) as reading:
-        broken = frozenset(neighbour_proof.violations(task.profile, box.plain, task.repeats_allowed, tables))
+        broken = frozenset(neighbour_proof.violations(_proof(task), box.plain, task.repeats_allowed, tables))
     units = reading.units + base_units
     if not broken <= before:
         return _Outcome(None, units)
@@ -241,14 +282,14 @@ def _gold_run(task: Task, text: str, box: sql_sandbox.Sandbox, limits: Limits) -
 def _baseline(task: Task, tables: frozenset, box: sql_sandbox.Sandbox) -> tuple[frozenset, int]:
     """What the original itself breaks of the invariants of ``tables`` (an edit may break no more:
     flight_2's codes with a leading space break a declared key already), and the units it cost."""
-    key = (task.sha256, id(task.profile), tables, task.repeats_allowed)
+    key = (task.sha256, id(task.profile), task.gold, tables, task.repeats_allowed)
     found = KEPT.baselines.get(key)
     if found is None:
         pending = box.pending
         box.undo()
         try:
             with _Reading(box) as reading:
-                found = (frozenset(neighbour_proof.violations(task.profile, box.plain, task.repeats_allowed, tables)),
+                found = (frozenset(neighbour_proof.violations(_proof(task), box.plain, task.repeats_allowed, tables)),
                          reading.units)
         finally:
             if pending:
@@ -264,3 +305,4 @@ def forget() -> None:
         KEPT.outcomes.clear()
         KEPT.verdicts.clear()
         KEPT.baselines.clear()
+        KEPT.proofs.clear()

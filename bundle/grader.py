@@ -36,17 +36,18 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
 @_entry_point
 def grade(**kwargs) -> dict:
     """``{"score", "outcome", "explanation", "sql", "original_score", "decided_on", "neighbours_checked", "searched",
-    "disputed"}``.
+    "disputed", "accepted"}``.
 
     ``score`` is the verdict under the bundle's semantics (with neighbour databases when it has
     them, and the counterexample search); ``original_score`` the verdict of the original database
     alone; ``decided_on`` names the database whose result decided (``original``, a neighbour, a
-    search database, or ``test suite`` when all agreed; ``original (disputed gold: <id>)`` for a
-    row whose gold is disputed, judged on the original only); ``searched`` counts the search's
-    databases; ``disputed`` is that gold's id, or None.
+    search database, an edit of the original, or ``test suite`` when all agreed; followed by
+    `` (disputed gold: <id>)`` on a row whose gold is disputed); ``searched`` counts the databases the
+    searches judged; ``disputed`` is that gold's id, or None; ``accepted`` the disputed gold's
+    accepted answer the completion matched (None: the gold itself, or none).
     """
     verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs), caller="grader")
     return {"score": verdict.score, "outcome": verdict.outcome, "explanation": verdict.detail,
             "sql": verdict.sql, "original_score": verdict.original_score, "decided_on": verdict.decided_on,
             "neighbours_checked": verdict.neighbours_checked, "searched": verdict.searched,
-            "disputed": verdict.disputed}
+            "disputed": verdict.disputed, "accepted": verdict.accepted}

@@ -173,21 +173,25 @@ def judges(original: gold_results.GoldResult, here: gold_results.GoldResult) -> 
 
 def repeated_identity(conn: sqlite3.Connection, profile: inv.Profile, gold: str,
                       listed: tuple[tuple[str, str], ...] | None = None) -> str | None:
-    """Why a gold may not be judged on the database behind ``conn``: a column it uses as the identity
-    of what it lists (``INTERSECT``/``EXCEPT``/``UNION`` on it, ``GROUP BY`` it) holds a name more
-    often there than the original ever does. A gold that intersects names reads two students called
-    Jordan as one; where the original never has two, an answer by ids is as right, so a database
-    where they are two would judge the gold, not the answer. Where the original repeats the name
-    already (two perpetrators of one country), the gold's reading is the data's own, and a database
-    repeating it no more than the original does judges the answer as the original does.
+    """Why a gold may not be judged on the database behind ``conn``: a name it uses as the identity
+    of what it lists repeats there. A gold that intersects names (``INTERSECT``/``EXCEPT``/``UNION``
+    on them) reads two students called Jordan as one; an answer by ids is as right, so a database
+    where a name it intersects repeats at all would judge the gold, not the answer. A gold that
+    groups by a name (``GROUP BY`` it) is refused only where the name repeats more often than on the
+    original: where the original repeats it already (two perpetrators of one country), grouping by
+    it is the data's own reading.
     A column holding another table's key (a link) is no name: its repeats are one entity's rows
     (``GROUP BY evaluation.employee_id`` counts an employee's awards), as in the original.
     ``listed``: ``listed_by(profile, gold)`` where the caller has it already.
     """
+    names = {c.name.lower() for t in profile.tables for c in t.columns}
+    intersected = neighbour_values.set_identity_columns(gold, names)
     for table, column in listed_by(profile, gold) if listed is None else listed:
         most = inv._column_counts(conn, table, column)[3]
+        if column.lower() in intersected and most > 1:
+            return f"its {column} repeats a value here, and it intersects by it"
         if most > max(1, profile.table(table).column(column).max_repeat):
-            return f"its {column} repeats a value more often here than on the original, and it lists by it"
+            return f"its {column} repeats a value more often here than on the original, and it groups by it"
     return None
 
 

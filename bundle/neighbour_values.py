@@ -192,6 +192,27 @@ def grouped_columns(sql: str, columns: set[str], links: set[str]) -> set[str]:
     return found
 
 
+def set_identity_columns(sql: str, columns: set[str]) -> set[str]:
+    """Columns ``sql`` selects in an INTERSECT, EXCEPT or UNION: the identity of the things it
+    intersects (lower-case names).
+
+    >>> sorted(set_identity_columns("SELECT name FROM a INTERSECT SELECT name FROM b GROUP BY id", {"name", "id"}))
+    ['name']
+    """
+    code = _code(sql)
+    words = [t.upper for t in code]
+    found: set[str] = set()
+    if not any(w in ("INTERSECT", "EXCEPT", "UNION") for w in words):
+        return found
+    for i, word in enumerate(words):
+        if word == "SELECT":
+            for tok in code[i + 1:]:
+                if tok.upper == "FROM":
+                    break
+                found |= {n for n in [_name(tok, columns)] if n}
+    return found
+
+
 def identity_columns(sql: str, columns: set[str]) -> set[str]:
     """Columns ``sql`` uses as the identity of what it lists: those it selects in an INTERSECT,
     EXCEPT or UNION, and those it groups by (lower-case names).

@@ -15,12 +15,13 @@ may carry ``db_id`` and a row id; the prompt helps tell databases apart.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 try:
-    from . import bundle_index, difference_search, gold_results, neighbour_search, sql_guard
+    from . import bundle_index, difference_search, gold_results, neighbour_search, scoring_disputed, sql_guard
     from . import verify as verify_mod
     from .scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError
     from .scoring_limits import Limits, limits_from_env
@@ -29,6 +30,7 @@ except ImportError:  # run as a standalone file
     import difference_search  # type: ignore[no-redef]
     import gold_results  # type: ignore[no-redef]
     import neighbour_search  # type: ignore[no-redef]
+    import scoring_disputed  # type: ignore[no-redef]
     import sql_guard  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
     from scoring_errors import CallArgumentsError, DatabaseUnavailableError, GoldQueryError, ScoringTimeoutError  # type: ignore[no-redef]
@@ -224,10 +226,27 @@ def reward_call(call: RowCall, root: str | None = None) -> Reward:
 
 def _verdict(call: RowCall, limits: Limits, data: bundle_index.BundleData, caller: str) -> verify_mod.Verdict:
     plan = _plan(data, call, limits, caller)
+    verdict = _checked(_verify(call, plan, limits, data), plan.resolved)
+    for number, other in enumerate(plan.alternatives, 1):
+        if verdict.outcome == verify_mod.MATCH or verdict.score is None:
+            break
+        found = _checked(_verify(call, other, limits, data), other.resolved)
+        if found.outcome == verify_mod.MATCH:
+            return dataclasses.replace(found, accepted=other.resolved.gold, detail=(
+                f"{found.detail}; it matches accepted answer {number} of the disputed gold, not the gold: "
+                f"{' '.join(other.resolved.gold.split())}"))
+    return verdict
+
+
+def _verify(call: RowCall, plan: _Plan, limits: Limits, data: bundle_index.BundleData) -> verify_mod.Verdict:
     resolved = plan.resolved
-    verdict = verify_mod.verify(call.completion, resolved.gold, resolved.path, limits=limits, known_gold=plan.gold,
-                                cache=data.cache, database_key=resolved.sha256, neighbours=plan.neighbours,
-                                search=plan.search, disputed=plan.disputed)
+    return verify_mod.verify(call.completion, resolved.gold, resolved.path, limits=limits, known_gold=plan.gold,
+                             cache=data.cache, database_key=resolved.sha256, neighbours=plan.neighbours,
+                             search=plan.search, disputed=plan.disputed)
+
+
+def _checked(verdict: verify_mod.Verdict, resolved: bundle_index.Resolved) -> verify_mod.Verdict:
+    """``verdict``, or the typed error its unscored outcome is (never a score)."""
     outcome = verdict.outcome
     if outcome == verify_mod.GOLD_ERROR:
         raise GoldQueryError(f"the gold of this row failed on database {resolved.db_id!r} ({verdict.detail}); "
@@ -247,8 +266,8 @@ class _Plan(NamedTuple):
     neighbours and its search. Kept per (gold, db_id, row_id, caller, limits) in the bundle's
     ``plans`` once the gold's result is known and the hints alone named the database (a
     resolution that needed the prompt is redone per call), so a call to a row seen before goes
-    straight to ``verify``. A disputed gold (docs/disputed-golds.md) has neither neighbours nor a
-    search: it is judged on the original database only, so neither can enforce its mistake."""
+    straight to ``verify``. A disputed gold (docs/disputed-golds.md) carries a plan of the same
+    kind for each of its accepted answers (``alternatives``, ``scoring_disputed``)."""
 
     limits: Limits
     resolved: bundle_index.Resolved
@@ -256,6 +275,7 @@ class _Plan(NamedTuple):
     neighbours: tuple[verify_mod.Neighbour, ...]
     search: Callable[[str, gold_results.GoldResult], verify_mod.Searched] | None
     disputed: verify_mod.Disputed | None = None
+    alternatives: tuple[_Plan, ...] = ()
 
 
 _MAX_PLANS = 65_536  # rows kept per bundle; past it the plans start again (a dataset has a few thousand)
@@ -279,11 +299,11 @@ def _plan(data: bundle_index.BundleData, call: RowCall, limits: Limits, caller: 
     by_hints = data.resolve_by_hints(call.gold, call.db_id, call.row_id)
     resolved = by_hints or data.resolve_by_gold(call.gold, call.db_id, call.row_id, call.prompt)
     found = data.disputed(resolved)
-    if found is not None:
-        plan = _Plan(limits, resolved, data.gold_result(resolved, limits), (), None, verify_mod.Disputed(*found))
-    else:
-        plan = _Plan(limits, resolved, data.gold_result(resolved, limits), _neighbours(data, resolved, limits),
-                     _search(data, resolved, limits, caller))
+    disputed = verify_mod.Disputed(*found) if found is not None else None
+    plan = _Plan(limits, resolved, data.gold_result(resolved, limits), _neighbours(data, resolved, limits),
+                 _search(data, resolved, limits, caller), disputed,
+                 tuple(_accepted(data, resolved, answer, limits, caller, disputed) for answer in disputed.accepted)
+                 if disputed is not None else ())
     if by_hints is not None and plan.gold is not None:
         if len(data.plans) >= _MAX_PLANS:
             data.plans.clear()
@@ -291,14 +311,28 @@ def _plan(data: bundle_index.BundleData, call: RowCall, limits: Limits, caller: 
     return plan
 
 
+def _accepted(data: bundle_index.BundleData, resolved: bundle_index.Resolved, answer: str, limits: Limits,
+              caller: str, disputed: verify_mod.Disputed) -> _Plan:
+    """The plan of a disputed gold's accepted answer, judged as a gold of its own (``scoring_disputed``)."""
+    accepted = bundle_index.Resolved(resolved.db_id, answer, resolved.path, resolved.sha256)
+    try:
+        original = scoring_disputed.original_result(data, accepted, limits)
+    except sql_guard.QueryFailed as failed:
+        raise GoldQueryError(f"accepted answer {answer!r} of the disputed gold {disputed.id!r} failed on database "
+                             f"{resolved.db_id!r} ({failed.detail}): fix it in the list of disputed golds, then rebuild "
+                             "the bundle") from None
+    return _Plan(limits, accepted, original, scoring_disputed.neighbours(data, accepted, original, limits),
+                 _search(data, accepted, limits, caller), disputed)
+
+
 def prebuild_search(gold: str, db_id: str, root: str | None = None, limits: Limits | None = None) -> int:
     """Build the grader's search databases of a row's gold ahead of its predictions
-    (``neighbour_search.prebuild``): 0 where the grader would not search that row (a disputed gold,
-    a database without neighbours, the search off), else the databases built or read."""
+    (``neighbour_search.prebuild``): 0 where the grader would not search that row (a database
+    without neighbours, the search off), else the databases built or read."""
     limits = current_limits() if limits is None else limits
     data = bundle_index.load(root)
     resolved = data.resolve_by_hints(gold, db_id, None) or data.resolve_by_gold(gold, db_id, None, None)
-    task = _search_task(data, resolved, limits, "grader") if data.disputed(resolved) is None else None
+    task = _search_task(data, resolved, limits, "grader")
     if task is None:
         return 0
     original = data.gold_result(resolved, limits)
@@ -371,9 +405,9 @@ def _difference_task(data: bundle_index.BundleData, resolved: bundle_index.Resol
     stored = data.invariants(resolved.db_id)
     if stored is None or data.database_bytes(resolved.db_id) > limits.difference_max_bytes:
         return None  # built without neighbours (scored on the original), or too large to copy into memory
-    return difference_search.Task(resolved.db_id, resolved.sha256, resolved.path, resolved.gold,
-                                  data.profile(resolved.db_id, stored),
-                                  frozenset(str(c).lower() for c in stored.get("repeats_allowed", ())))
+    profile = data.profile(resolved.db_id, stored)
+    return difference_search.Task(resolved.db_id, resolved.sha256, resolved.path, resolved.gold, profile,
+                                  difference_search.grouped(profile, resolved.gold))
 
 
 def _search_task(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limits: Limits,

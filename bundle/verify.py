@@ -77,14 +77,18 @@ _PREDICTION_KIND = {
 _GOLD_KIND = {sql_guard.WALL_GUARD: INFRASTRUCTURE_TIMEOUT, sql_guard.INFRASTRUCTURE: INFRASTRUCTURE_ERROR}
 
 SQLITE_VERSION = sqlite3.sqlite_version
-DISPUTED_PREFIX = "original (disputed gold: "  # decided_on of a row whose gold is disputed: "original (disputed gold: <id>)"
+DISPUTED_MARK = " (disputed gold: "  # after decided_on's database on a row whose gold is disputed: "<where> (disputed gold: <id>)"
+DISPUTED_PREFIX = "original" + DISPUTED_MARK  # such a row decided on the original database
 
 
 class Disputed(NamedTuple):
-    """A disputed gold (docs/disputed-golds.md): the row is judged on the original database only."""
+    """A disputed gold (docs/disputed-golds.md): wrong or narrower than its question. The row is
+    judged like any other, against the gold and against each of its ``accepted`` answers (an answer
+    matching one of them everywhere is paid); the verdict names the entry."""
 
     id: str
     reason: str
+    accepted: tuple[str, ...] = ()
 
 
 def disputed_id(decided_on: str) -> str | None:
@@ -92,15 +96,27 @@ def disputed_id(decided_on: str) -> str | None:
 
     >>> disputed_id("original (disputed gold: pets_1-youngest-dog)"), disputed_id("test suite")
     ('pets_1-youngest-dog', None)
+    >>> disputed_id("neighbour 2 of pets_1 (disputed gold: pets_1-youngest-dog)")
+    'pets_1-youngest-dog'
     """
-    if decided_on.startswith(DISPUTED_PREFIX) and decided_on.endswith(")"):
-        return decided_on[len(DISPUTED_PREFIX):-1]
-    return None
+    at = decided_on.rfind(DISPUTED_MARK)
+    if at < 0 or not decided_on.endswith(")"):
+        return None
+    return decided_on[at + len(DISPUTED_MARK):-1]
+
+
+def decided_place(decided_on: str) -> str:
+    """``decided_on`` without a disputed gold's mark: the database that decided (or ``test suite``).
+
+    >>> decided_place("edit 3 of inn_1 (a row copied) (disputed gold: inn_1-x)"), decided_place("test suite")
+    ('edit 3 of inn_1 (a row copied)', 'test suite')
+    """
+    return decided_on[:decided_on.rfind(DISPUTED_MARK)] if disputed_id(decided_on) is not None else decided_on
 
 
 def decided_on_original(decided_on: str) -> bool:
-    """Whether ``decided_on`` names the original database (its own verdict, or a disputed gold's)."""
-    return decided_on == "original" or decided_on.startswith(DISPUTED_PREFIX)
+    """Whether ``decided_on`` names the original database (for a disputed gold too)."""
+    return decided_place(decided_on) == "original"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,8 +139,9 @@ class Verdict:
     steps: int | None = None  # VM steps the predicted query took on the original (or had taken when stopped)
     original_score: float | None = None  # the verdict of the original database alone
     decided_on: str = "original"  # "original", the neighbour or search database whose result differed,
-    # "test suite" (every one agreed), or "original (disputed gold: <id>)" (judged there only: ``disputed``)
-    disputed: str | None = None  # the id of the disputed gold the row was judged by, on the original only
+    # "test suite" (every one agreed); " (disputed gold: <id>)" follows on a disputed gold's row
+    disputed: str | None = None  # the id of the disputed gold the row was judged by (docs/disputed-golds.md)
+    accepted: str | None = None  # the disputed gold's accepted answer it matched (None: the gold itself, or none)
     neighbours_checked: int = 0
     searched: int = 0  # databases the counterexample search generated and judged
     call_steps: int | None = None  # the whole call's counted work: the original, the neighbours and the search
@@ -293,10 +310,9 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     gold's result on ``database`` (the counterexample search, ``neighbour_search``); a database it
     finds decides the verdict.
 
-    ``disputed``: the gold is disputed (wrong or narrower than its question): the completion is
-    judged on ``database`` only, neither neighbours nor search can enforce the gold's mistake, and
-    the verdict says so (``decided_on`` ``original (disputed gold: <id>)``, the detail's opening,
-    ``disputed``).
+    ``disputed``: the gold is disputed (wrong or narrower than its question): the verdict says so
+    (``decided_on`` ends ``(disputed gold: <id>)``, the detail's opening, ``disputed``); its
+    accepted answers are judged by the caller (``scoring_entry``), each with ``verify``.
     """
     started = time.monotonic()
     gold_s, cached = 0.0, True
@@ -315,8 +331,8 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     budget = limits.budget_steps(known_gold.steps)
     base: dict[str, object] = dict(gold_rows=len(shape.rows), gold_ordered=shape.ordered, gold_cached=cached,
                                    gold_s=gold_s, gold_steps=known_gold.steps, budget_steps=budget)
-    if disputed is not None:  # every verdict of the row says it was judged on the original only
-        base.update(decided_on=f"{DISPUTED_PREFIX}{disputed.id})", disputed=disputed.id)
+    if disputed is not None:  # every verdict of the row names its disputed gold
+        base.update(decided_on=f"original{DISPUTED_MARK}{disputed.id})", disputed=disputed.id)
     no_query = "no SQL query found in the completion"
     if is_sql:
         sql, second = (completion.strip() if isinstance(completion, str) else None), None
@@ -337,10 +353,6 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
     outcome, score, detail, steps, prediction_s, compare_s = judge(database, sql, known_gold, limits,
                                                                    budget_steps=budget)
     original_score, decided_on, checked, searched, call_steps = score, "original", 0, 0, steps
-    if disputed is not None:
-        return _finish(started, outcome, score, f"judged on the original database only, its gold is disputed "
-                       f"({disputed.id}: {disputed.reason}): {detail}", sql, steps=steps, prediction_s=prediction_s,
-                       compare_s=compare_s, original_score=original_score, call_steps=steps, **base)
     if outcome == MATCH and limits.semantics == "neighbours" and (neighbours or search is not None):
         beyond = _beyond_original(sql, neighbours, search, known_gold, limits)
         checked, searched, call_steps = beyond.checked, beyond.searched, (steps or 0) + beyond.steps
@@ -348,6 +360,10 @@ def verify(completion: str | None, gold: str, database: str, *, limits: Limits =
         decided_on = beyond.decided_on
         if beyond.outcome is not None:
             outcome, score, detail = beyond.outcome, beyond.score, beyond.detail
+    if disputed is not None:
+        decided_on = f"{decided_on}{DISPUTED_MARK}{disputed.id})"
+        detail = f"its gold is disputed ({disputed.id}: {disputed.reason}): {detail}"
+        base.pop("decided_on")
     return _finish(started, outcome, score, detail, sql, steps=steps, prediction_s=prediction_s, compare_s=compare_s,
                    original_score=original_score, decided_on=decided_on, neighbours_checked=checked,
                    searched=searched, call_steps=call_steps, **base)

@@ -37,6 +37,14 @@ INSERT INTO entrepreneur VALUES (1, 'Umbrolly', 150000.0, 'Duncan Bannatyne'), (
 """
 
 
+MOVIES = """
+CREATE TABLE Reviewer (rID INTEGER PRIMARY KEY, name TEXT);
+CREATE TABLE Rating (rID INTEGER REFERENCES Reviewer(rID), mID INTEGER, stars INTEGER);
+INSERT INTO Reviewer VALUES (201, 'Sarah Martinez'), (202, 'Daniel Lewis'), (203, 'Brittany Harris'), (204, 'Mike Anderson');
+INSERT INTO Rating VALUES (201, 101, 2), (201, 101, 4), (202, 106, 4), (203, 103, 2), (203, 108, 4), (204, 101, 3);
+"""
+
+
 def _database(tmp_path: Path, name: str, script: str) -> Path:
     path = tmp_path / f"{name}.sqlite"
     with sqlite3.connect(path) as conn:
@@ -51,7 +59,8 @@ def _task(path: Path, gold: str) -> difference_search.Task:
         profile = neighbour_mining.mine(conn)
     finally:
         conn.close()
-    return difference_search.Task(path.stem, path.stem + "-sha", str(path), gold, profile, frozenset())
+    return difference_search.Task(path.stem, path.stem + "-sha", str(path), gold, profile,
+                                  difference_search.grouped(profile, gold))
 
 
 def _search(path: Path, gold: str, answer: str, limits=LIMITS):
@@ -70,6 +79,21 @@ def shop(tmp_path) -> Path:
     return _database(tmp_path, "shop", SHOP)
 
 
+@pytest.fixture
+def movies(tmp_path) -> Path:
+    return _database(tmp_path, "movies", MOVIES)
+
+
+@pytest.mark.parametrize("gold, answer", [
+    pytest.param("SELECT rID FROM Reviewer WHERE name = 'Daniel Lewis'", "SELECT 202", id="an id written out"),
+    pytest.param("SELECT T1.stars FROM Rating AS T1 JOIN Reviewer AS T2 ON T1.rID = T2.rID WHERE T2.name = 'Daniel Lewis'",
+                 "SELECT stars FROM Rating WHERE rID = 202", id="a name's key hard-coded for the join"),
+])
+def test_an_answer_that_hard_codes_a_key_is_told_apart(movies, gold, answer):
+    found = _search(movies, gold, answer)
+    assert found.outcome == MISMATCH and found.decided_on.startswith("edit "), found
+
+
 KING = "SELECT sum(beds) FROM Rooms WHERE bedType = 'King'"
 TOP_INVESTOR = "SELECT Investor FROM entrepreneur GROUP BY Investor ORDER BY count(*) DESC LIMIT 1"
 
@@ -82,6 +106,9 @@ TOP_INVESTOR = "SELECT Investor FROM entrepreneur GROUP BY Investor ORDER BY cou
                  id="the other categories excluded"),
     pytest.param("SELECT count(*) FROM Rooms WHERE basePrice > 150", "SELECT count(*) FROM Rooms WHERE basePrice >= 175",
                  id="a bound moved to the next value the data holds"),
+    pytest.param("SELECT count(*) FROM Rooms WHERE bedType = 'King'",
+                 "SELECT count(*) FROM Rooms WHERE bedType = 'King' GROUP BY bedType",
+                 id="grouped where the gold counts: no row at all once no room is King"),
     pytest.param(TOP_INVESTOR, TOP_INVESTOR.replace("GROUP BY Investor", "GROUP BY Company"), id="grouped by another column"),
     pytest.param("SELECT Investor FROM entrepreneur GROUP BY Investor HAVING count(*) >= 2",
                  "SELECT Investor FROM entrepreneur GROUP BY Investor HAVING count(*) >= 2 LIMIT 1", id="LIMIT 1 added"),
@@ -151,7 +178,7 @@ def test_an_edit_that_breaks_an_invariant_of_the_original_is_never_judged(shop, 
     task = _task(shop, gold)
     diff = difference(gold, "SELECT 2", difference_search._schema(task.profile))
     box = sql_sandbox.sandbox(task.path, LIMITS)
-    made = edits(box.plain, task.profile, diff, {}, 48)
+    made = edits(box.plain, task.profile, diff, gold, 48)
     assert made
     third = [e for e in made if "most common value in Investor" in e.what or
              ("Investor" in e.what and "its most common value" in e.what)]

@@ -1,5 +1,6 @@
-"""Disputed golds (issue 25, item 3): the list, prepare's marks and rl exclusion, the bundle's verdict
-on the original only, the report's breakdown, and the real cases on Spider (docs/disputed-golds.md)."""
+"""Disputed golds (issue 25, item 3; issue 37, item 4): the list, prepare's marks and rl exclusion, the
+bundle's verdict against the gold and its accepted answers, the report's breakdown, and the real cases
+on Spider (docs/disputed-golds.md)."""
 
 from __future__ import annotations
 
@@ -97,16 +98,20 @@ def test_the_docs_page_is_generated_from_the_list_and_current():
         assert f"**{gold.id}**" in page
 
 
-# -- the bundle: judged on the original only --------------------------------------------------------
+# -- the bundle: judged against the gold and its accepted answers ------------------------------------
 
-def _mark(root: Path, gold: str, entry_id: str = "pets_club-owners", reason: str = "a test's reason") -> None:
+def _mark(root: Path, gold: str, entry_id: str = "pets_club-owners", reason: str = "a test's reason",
+          accepted: tuple[str, ...] = ()) -> None:
     """Mark every index row of ``gold`` as disputed, as prepare does."""
     path = root / "data" / "index.json"
     index = json.loads(path.read_text(encoding="utf-8"))
     for row in index["rows"]:
         if normalize_gold(row["gold"]) == normalize_gold(gold):
             row["disputed"] = entry_id
-    index["disputed_golds"] = {entry_id: {"kind": "wrong column", "reason": reason}}
+    entry: dict = {"kind": "wrong column", "reason": reason}
+    if accepted:
+        entry["accepted"] = list(accepted)
+    index["disputed_golds"] = {entry_id: entry}
     path.write_bytes(bundle_data.dumps_canonical(index))
 
 
@@ -134,16 +139,38 @@ def _constant(root: Path) -> str:
 
 
 @pytest.mark.parametrize("caller", ["reward", "grader"])
-def test_a_disputed_gold_is_judged_on_the_original_only_and_the_verdict_says_so(
-        neighbour_bundle, disputed_bundle, caller):
-    constant = _constant(disputed_bundle)
-    control = _score(neighbour_bundle, constant, OWNER_COUNT, caller)
-    assert (control.score, control.original_score) == (0.0, 1.0) and control.decided_on.startswith("neighbour")
-    verdict = _score(disputed_bundle, constant, OWNER_COUNT, caller)
-    assert (verdict.score, verdict.neighbours_checked, verdict.searched) == (1.0, 0, 0)
-    assert verdict.decided_on == "original (disputed gold: pets_club-owners)" and verdict.disputed == "pets_club-owners"
-    assert verdict.detail.startswith("judged on the original database only, its gold is disputed "
-                                     "(pets_club-owners: a test's reason): ")
+def test_a_disputed_golds_constant_is_not_paid_and_every_verdict_names_the_gold(disputed_bundle, caller):
+    """Judged on the original only, a disputed gold paid its value written out; now it is judged as any gold."""
+    verdict = _score(disputed_bundle, _constant(disputed_bundle), OWNER_COUNT, caller)
+    assert (verdict.score, verdict.original_score, verdict.disputed) == (0.0, 1.0, "pets_club-owners")
+    assert verdict.decided_on.endswith(" (disputed gold: pets_club-owners)") and not verdict.decided_on.startswith("orig")
+    assert bundle_verify.disputed_id(verdict.decided_on) == "pets_club-owners"
+    assert verdict.detail.startswith("its gold is disputed (pets_club-owners: a test's reason): ")
+    assert _score(disputed_bundle, "select COUNT(*) from Owner", OWNER_COUNT, caller).score == 1.0
+
+
+ACCEPTED_CANDIDATES = ("SELECT count(*) FROM Owner WHERE age > 20", "SELECT max(owner_id) FROM Owner",
+                       "SELECT count(*) FROM Owner WHERE age < 70", "SELECT count(DISTINCT city) + 2 FROM Owner")
+
+
+@pytest.mark.parametrize("caller", ["reward", "grader"])
+def test_an_accepted_answer_is_paid_where_the_gold_differs_and_the_verdict_says_which(
+        neighbour_bundle, tmp_path, caller):
+    """An answer the original accepts and a neighbour tells from the gold: wrong for the gold, paid once it is
+    the disputed gold's accepted answer, and the verdict names it; the gold itself is still paid."""
+    found = [sql for sql in ACCEPTED_CANDIDATES
+             if (lambda v: (v.original_score, v.score) == (1.0, 0.0))(_score(neighbour_bundle, sql, OWNER_COUNT, caller))]
+    assert found, "no candidate the original accepts and a neighbour rejects: change ACCEPTED_CANDIDATES"
+    root = tmp_path / "accepted"
+    shutil.copytree(neighbour_bundle, root)
+    _mark(root, OWNER_COUNT, accepted=(found[0],))
+    verdict = _score(root, found[0], OWNER_COUNT, caller)
+    assert (verdict.score, verdict.accepted, verdict.disputed) == (1.0, found[0], "pets_club-owners")
+    assert "it matches accepted answer 1 of the disputed gold" in verdict.detail
+    gold = _score(root, OWNER_COUNT + " ", OWNER_COUNT, caller)
+    assert (gold.score, gold.accepted) == (1.0, None)
+    constant = _score(root, _constant(root), OWNER_COUNT, caller)
+    assert constant.score == 0.0 and constant.accepted is None
 
 
 def test_every_verdict_of_a_disputed_row_names_it_and_others_are_unchanged(disputed_bundle):
@@ -151,16 +178,16 @@ def test_every_verdict_of_a_disputed_row_names_it_and_others_are_unchanged(dispu
         verdict = _score(disputed_bundle, output, OWNER_COUNT)
         assert verdict.score == 0.0 and bundle_verify.disputed_id(verdict.decided_on) == "pets_club-owners"
     other = _score(disputed_bundle, "SELECT name FROM Pet", "SELECT name FROM Pet")
-    assert other.disputed is None and not other.decided_on.startswith(bundle_verify.DISPUTED_PREFIX)
+    assert other.disputed is None and bundle_verify.disputed_id(other.decided_on) is None
 
 
-def test_the_grader_and_verls_fields_carry_it_and_it_is_no_neighbour_decision(disputed_bundle, monkeypatch):
+def test_the_grader_and_verls_fields_carry_it(disputed_bundle, monkeypatch):
     monkeypatch.setenv("TRAINER_BUNDLE_ROOT", str(disputed_bundle))
     from bundle import grader
-    graded = grader.grade(output=_constant(disputed_bundle), expected=OWNER_COUNT, extra_info={"db_id": "pets_club"})
-    assert graded["disputed"] == "pets_club-owners" and graded["score"] == 1.0
+    graded = grader.grade(output=OWNER_COUNT + " ", expected=OWNER_COUNT, extra_info={"db_id": "pets_club"})
+    assert graded["disputed"] == "pets_club-owners" and graded["score"] == 1.0 and graded["accepted"] is None
     scored = scoring_batch.Scored(1.0, "match", "", graded["decided_on"])
-    assert not scored.on_neighbour and scored.fields()["decided_on"] == graded["decided_on"]
+    assert scored.fields()["decided_on"] == graded["decided_on"]
 
 
 # -- prepare ----------------------------------------------------------------------------------------
@@ -229,7 +256,9 @@ def test_a_disputed_row_needs_its_reason_in_the_index(tmp_path, fixture_dbs):
 # -- results and the report -------------------------------------------------------------------------
 
 def test_results_read_the_bundles_marker():
-    assert results_mod.DISPUTED_PREFIX == bundle_verify.DISPUTED_PREFIX
+    assert results_mod.DISPUTED_MARK == bundle_verify.DISPUTED_MARK
+    row = _results(["edit 2 of pets_1 (a row copied) (disputed gold: pets_1-youngest-dog)"], [0.0])[0]
+    assert (row.disputed, row.decided_place, row.beyond_original) == ("pets_1-youngest-dog", "edit 2 of pets_1 (a row copied)", True)
 
 
 def _results(decided: list[str], scores: list[float]) -> list[results_mod.RowResult]:
@@ -292,12 +321,26 @@ def test_every_disputed_gold_matches_itself_on_the_original_and_its_right_answer
 LABELLED = Path(__file__).resolve().parents[1] / "fixtures" / "labels" / "spider-dev-labels.json"
 
 
+def _written_out(database: Path, gold: str) -> str | None:
+    """The gold's rows on ``database`` written out as one constant query (None: no rows, or over 20)."""
+    import sqlite3
+    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(gold).fetchall()
+    finally:
+        conn.close()
+    if not rows or len(rows) > 20:
+        return None
+    return " UNION ALL ".join("SELECT " + ", ".join(repr(v) if v is not None else "NULL" for v in row) for row in rows)
+
+
 @pytest.mark.real_data
 @pytest.mark.slow
 def test_right_answers_to_disputed_golds_are_paid_and_not_overturned(spider_dir, tmp_path):
     # Published predictions labelled right answers to pets_1 dev 47/48 ("the youngest dog", filtering
-    # PetType = 'dog') and car_1 dev 154 (strict bounds, or INTERSECT): the search overturns most of
-    # them where the gold's mistake shows; judged on the original only, every one is paid.
+    # PetType = 'dog') and car_1 dev 154 (strict bounds, or INTERSECT): without the mark, the search
+    # overturns most of them where the gold's mistake shows; judged against the gold and its accepted
+    # answers, every one is paid, every accepted answer is paid, and no gold's value written out is.
     from harness.bench import neighbours as bench_neighbours
     pairs = [p for p in json.loads(LABELLED.read_text(encoding="utf-8"))["pairs"]
              if p["dev_index"] in (47, 48, 154) and p["label"] != "wrong answer"]
@@ -320,7 +363,23 @@ def test_right_answers_to_disputed_golds_are_paid_and_not_overturned(spider_dir,
                                         "extra_info": {"db_id": pair["db_id"]}})
         verdict = scoring_entry.score_call(call, root=str(staged), caller="grader")
         assert verdict.score == 1.0 and verdict.disputed is not None, (pair["id"], verdict.detail)
-        assert verdict.decided_on.startswith(bundle_verify.DISPUTED_PREFIX) and verdict.searched == 0
+        assert bundle_verify.disputed_id(verdict.decided_on) == verdict.disputed
         before = scoring_entry.score_call(call, root=str(control), caller="grader")
         overturned += before.original_score == 1.0 and before.score == 0.0
     assert overturned >= len(pairs) // 2  # without the mark, the search enforced the gold's mistake
+    staged_index = json.loads((staged / "data" / "index.json").read_text(encoding="utf-8"))
+    marked = {(r["db_id"], r["gold"], r["disputed"]) for r in staged_index["rows"] if r.get("disputed")}
+    assert marked
+    for db_id, gold, entry in sorted(marked):
+        hint = {"db_id": db_id}
+        for answer in staged_index["disputed_golds"][entry].get("accepted", ()):
+            for caller in ("reward", "grader"):
+                verdict = scoring_entry.score_call(scoring_entry.read_call(
+                    {"solution_str": answer, "ground_truth": gold, "extra_info": hint}), root=str(staged), caller=caller)
+                assert verdict.score == 1.0, (entry, caller, answer, verdict.detail)
+        constant = _written_out(staged / "data" / "databases" / f"{db_id}.sqlite", gold)
+        if constant is not None:
+            for caller in ("reward", "grader"):
+                verdict = scoring_entry.score_call(scoring_entry.read_call(
+                    {"solution_str": constant, "ground_truth": gold, "extra_info": hint}), root=str(staged), caller=caller)
+                assert verdict.score == 0.0 and verdict.original_score == 1.0, (entry, caller, constant, verdict.detail)

@@ -1,5 +1,5 @@
-"""Disputed golds beside what main added while they were written: a reward shape pays for the verdict
-judged on the original only, prepare records the list and the shape together, and the report shows the
+"""Disputed golds beside what main added while they were written: a reward shape pays a disputed row's
+verdict as any row's, prepare records the list and the shape together, and the report shows the
 gold breakdown beside the reward curve (docs/disputed-golds.md, docs/reward-shapes.md, docs/grading.md)."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ SHAPED = [("arctic-text2sql-r1", 0.1, lambda sql: 1.0), ("skyrl-sql", 0.0, lambd
 
 
 @pytest.mark.parametrize("shape, refused, paid", SHAPED, ids=[s for s, _, _ in SHAPED])
-def test_a_shaped_reward_pays_for_the_verdict_judged_on_the_original_only(
+def test_a_shaped_reward_pays_a_disputed_row_as_any_row_and_never_its_constant(
         neighbour_bundle, tmp_path, monkeypatch, shape, refused, paid):
     control = _restage(neighbour_bundle, tmp_path / "control", shape, mark=False)
     marked = _restage(neighbour_bundle, tmp_path / "marked", shape, mark=True)
@@ -74,12 +74,13 @@ def test_a_shaped_reward_pays_for_the_verdict_judged_on_the_original_only(
 
     monkeypatch.setenv("TRAINER_BUNDLE_ROOT", str(marked))
     fields = reward.compute_score(**kwargs, outcome_fields=True)
-    assert (fields["outcome"], fields["acc"], fields["reward_shape"]) == ("match", 1.0, shape)
-    assert fields["decided_on"] == f"{bundle_verify.DISPUTED_PREFIX}{ENTRY})" and fields["decided_on_neighbour"] == 0.0
-    assert fields["score"] == pytest.approx(paid(constant), abs=1e-12) and fields["score"] > refused
-    assert reward.compute_score(**kwargs) == pytest.approx(fields["score"], abs=1e-12)
+    assert (fields["outcome"], fields["acc"], fields["reward_shape"]) == ("mismatch", 0.0, shape)
+    assert fields["decided_on"].endswith(f"{bundle_verify.DISPUTED_MARK}{ENTRY})") and fields["decided_on_neighbour"] == 1.0
+    assert fields["score"] == pytest.approx(refused, abs=1e-12)
+    right = dict(kwargs, solution_str=OWNER_COUNT)
+    assert reward.compute_score(**right) == pytest.approx(paid(OWNER_COUNT), abs=1e-12)
     graded = bundle_grader.grade(output=constant, expected=OWNER_COUNT, extra_info=HINT)
-    assert (graded["score"], graded["disputed"]) == (1.0, ENTRY)  # the grader stays binary under every shape
+    assert (graded["score"], graded["disputed"]) == (0.0, ENTRY)  # the grader stays binary under every shape
 
 
 def _listed(tmp_path: Path, prepared_sample: Path) -> tuple[Path, str]:
@@ -107,7 +108,7 @@ def test_prepare_records_the_disputed_golds_and_the_reward_shape_together(tmp_pa
     assert marked and all(normalize_gold(r["gold"]) == normalize_gold(gold) for r in marked)
     assert summary["settings"]["reward_shape"] == "skyrl-sql" and summary["settings"]["keep_disputed"] is False
     assert summary["disputed"]["rows"]["eval"]
-    assert "reward shape: skyrl-sql" in printed and "disputed golds (judged on the original database only)" in printed
+    assert "reward shape: skyrl-sql" in printed and "disputed golds (judged against the gold and its accepted answers)" in printed
 
 
 def _stage(tmp_path: Path, label: str, scores: list[float]) -> compare.Stage:

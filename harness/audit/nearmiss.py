@@ -1,7 +1,7 @@
 """The near-miss measurement: which near misses of the golds the bundle pays, and which it could reject.
 
 For the rows of the splits measured (from the bundle's index; rows whose gold is disputed are left
-out and counted: they are judged on the original only, docs/disputed-golds.md):
+out and counted: a near miss of a wrong gold may be its accepted answer, docs/disputed-golds.md):
 
 1. each distinct gold's near misses (harness.audit.families: a comparison at its boundary, an
    aggregate's DISTINCT, a LIMIT added...), each family in the tuning or the held-out group;
@@ -73,6 +73,13 @@ def default_families() -> Families:
     """harness.audit.families (the near-miss generator)."""
     return Families(families_module.near_misses, tuple(families_module.TUNING), tuple(families_module.HELD_OUT),
                     dict(families_module.DESCRIPTIONS), tuple(families_module.ALL))
+
+
+def blind_families() -> Families:
+    """harness.audit.blind: families written apart from the scorer's tuning (all held out), each near
+    miss one no family of harness.audit.families makes."""
+    from harness.audit import blind
+    return Families(blind.near_misses, (), tuple(blind.ALL), dict(blind.DESCRIPTIONS), tuple(blind.ALL))
 
 
 @dataclasses.dataclass(frozen=True)

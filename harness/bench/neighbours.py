@@ -47,7 +47,7 @@ def stage_dev_bundle(spider: Path, dest: Path, limit: int | None = None,
                      databases: Collection[str] | None = None) -> list[dict]:
     """Stage a bundle (no neighbours) over the first ``limit`` dev rows whose database is present
     (only those of ``databases`` when given), the rows of disputed golds marked as prepare marks
-    them (judged on the original only: harness.prepare.disputed); return those rows."""
+    them (harness.prepare.disputed); return those rows."""
     rows = json.loads((spider / "dev.json").read_text(encoding="utf-8"))
     keep = [r for r in rows if (spider / "database" / r["db_id"] / f"{r['db_id']}.sqlite").is_file()
             and (databases is None or r["db_id"] in databases)][:limit]

@@ -20,7 +20,7 @@ import argparse
 import json
 from pathlib import Path
 
-from harness.audit import entry, nearmiss_report, report, shapes
+from harness.audit import entry, nearmiss, nearmiss_report, report, shapes
 from harness.audit import run as audit_run
 from harness.commands import options
 from harness.common.errors import InputError, VerificationFailed
@@ -57,9 +57,11 @@ def add_max_hackable(parser: argparse.ArgumentParser) -> None:
 
 def add_near_misses(parser: argparse.ArgumentParser) -> None:
     """``--near-miss-families`` and ``--min-kill-rate``: shared by `audit` and `verify`, one meaning in both."""
-    parser.add_argument("--near-miss-families", choices=("all", "tuning", "held_out", "none"), default="all",
-                        metavar="WHICH", help="near misses measured: all families (default), tuning, held_out, or "
-                                              "none (skips the measurement, the slowest part; docs/audit.md)")
+    parser.add_argument("--near-miss-families", choices=("all", "tuning", "held_out", "blind", "none"), default="all",
+                        metavar="WHICH", help="near misses measured: all families (default), tuning, held_out, "
+                                              "blind (the families written apart from the scorer's tuning, "
+                                              "harness/audit/blind.py), or none (skips the measurement, the slowest "
+                                              "part; docs/audit.md)")
     parser.add_argument("--min-kill-rate", type=share, default=nearmiss_report.DEFAULT_MIN_KILL_RATE, metavar="SHARE",
                         help="fail when a split's near-miss kill rate (killed / (killed + missed)) is under this "
                              f"share (default {100 * nearmiss_report.DEFAULT_MIN_KILL_RATE:.0f}%%; the goal is "
@@ -67,6 +69,8 @@ def add_near_misses(parser: argparse.ArgumentParser) -> None:
 
 
 def near_misses_of(args: argparse.Namespace) -> entry.NearMisses:
+    if args.near_miss_families == "blind":
+        return entry.NearMisses("all", families=nearmiss.blind_families())
     return entry.NearMisses(None if args.near_miss_families == "none" else args.near_miss_families)
 
 

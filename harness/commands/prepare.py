@@ -92,10 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--keep-shared-golds", action="store_true",
         help="keep rows whose gold text is selected under another database too")
     add("--disputed-golds", type=Path, metavar="FILE", default=disputed.DEFAULT_PATH,
-        help="the list of disputed golds: their rows are judged on the original database only and kept out of "
+        help="the list of disputed golds: their rows are judged against the gold and its accepted answers and kept out of "
              "rl.jsonl (default: the project's fixtures/disputed-golds.json; docs/disputed-golds.md)")
     add("--keep-disputed", action="store_true",
-        help="keep rows whose gold is disputed in rl.jsonl (left out by default; still judged on the original only)")
+        help="keep rows whose gold is disputed in rl.jsonl (left out by default; still judged against their accepted answers)")
     add("--neighbours", type=_splits, metavar="SPLITS", default=job.NeighbourPlan().splits,
         help="splits whose databases get neighbour databases, comma-separated, or none "
              f"(default {','.join(job.NeighbourPlan().splits)})")

@@ -11,8 +11,8 @@ Format (README, "Per-row results"), one line per row, in eval order::
 excludes such rows from its mean. It is the verdict under the bundle's semantics: with neighbour
 databases, a match on the original database that differs on a neighbour is 0.0; ``original_score``
 is the original database's verdict alone, and ``decided_on`` names the database that decided
-(``original``, a neighbour, or ``test suite`` when all agreed; ``original (disputed gold: <id>)``
-for a row whose gold is disputed, judged on the original only: ``RowResult.disputed``). Files
+(``original``, a neighbour, an edit or a search database, or ``test suite`` when all agreed;
+`` (disputed gold: <id>)`` follows it on a row whose gold is disputed: ``RowResult.disputed``). Files
 written before neighbours lack the last two fields: read as ``original_score = score`` and
 ``decided_on = "original"``.
 ``outcome`` is one of harness.common.outcomes.OUTCOMES. A stage's results live at
@@ -32,7 +32,7 @@ from harness.common.files import atomic_write_bytes
 from harness.common.jsonl import read_jsonl
 from harness.common.outcomes import OUTCOMES, Outcome
 
-DISPUTED_PREFIX = "original (disputed gold: "  # the bundle's verify.DISPUTED_PREFIX (a test holds them equal)
+DISPUTED_MARK = " (disputed gold: "  # the bundle's verify.DISPUTED_MARK (a test holds them equal)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,20 +55,26 @@ class RowResult:
 
     @property
     def disputed(self) -> str | None:
-        """The id of the disputed gold the row was judged by (on the original only), or None.
+        """The id of the disputed gold the row was judged by, or None.
 
         >>> RowResult("eval-00000", "pets_1", "q", "g", "c", None, 0.0, "mismatch", "",
-        ...           decided_on="original (disputed gold: pets_1-youngest-dog)").disputed
+        ...           decided_on="neighbour 2 of pets_1 (disputed gold: pets_1-youngest-dog)").disputed
         'pets_1-youngest-dog'
         """
-        if self.decided_on.startswith(DISPUTED_PREFIX) and self.decided_on.endswith(")"):
-            return self.decided_on[len(DISPUTED_PREFIX):-1]
-        return None
+        at = self.decided_on.rfind(DISPUTED_MARK)
+        if at < 0 or not self.decided_on.endswith(")"):
+            return None
+        return self.decided_on[at + len(DISPUTED_MARK):-1]
+
+    @property
+    def decided_place(self) -> str:
+        """``decided_on`` without a disputed gold's mark: the database that decided, or ``test suite``."""
+        return self.decided_on[:self.decided_on.rfind(DISPUTED_MARK)] if self.disputed is not None else self.decided_on
 
     @property
     def beyond_original(self) -> bool:
         """Whether a database beyond the original took part (a neighbour, a search database, the test suite)."""
-        return self.decided_on != "original" and self.disputed is None
+        return self.decided_place != "original"
 
 
 # The fields every line of a results file carries; the others have defaults (files from before

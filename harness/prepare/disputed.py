@@ -73,14 +73,19 @@ class DisputedGold:
     source: Source
     rows: tuple[SpiderRow, ...]
     right_answer: str | None = None  # a query that answers the question (optional)
+    other_readings: tuple[str, ...] = ()  # queries answering another fair reading of it, accepted too
 
     @property
     def key(self) -> tuple[str, str]:
         return self.db_id, normalize_gold(self.gold)
 
     def summary(self) -> dict:
-        """What the bundle's index keeps of it (``disputed_golds``): the verdict's explanation cites it."""
-        return {"kind": self.kind, "reason": self.reason}
+        """What the bundle's index keeps of it (``disputed_golds``): the verdict's explanation cites it,
+        and the bundle judges the row against the gold and each ``accepted`` answer."""
+        found: dict = {"kind": self.kind, "reason": self.reason}
+        if self.right_answer:
+            found["accepted"] = [self.right_answer, *self.other_readings]
+        return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,8 +165,13 @@ def _entry(item: object, position: int, path: Path, before: list[DisputedGold]) 
     right = item.get("right_answer")
     if right is not None and (not isinstance(right, str) or not right.strip()):
         raise bad("'right_answer', when given, must be a query")
+    others = item.get("other_readings", [])
+    if not isinstance(others, list) or not all(isinstance(o, str) and o.strip() for o in others):
+        raise bad("'other_readings', when given, must be a list of queries")
+    if others and right is None:
+        raise bad("'other_readings' needs a 'right_answer' first")
     entry = DisputedGold(item["id"], item["db_id"], item["gold"], item["kind"], item["reason"],
-                         _source(item.get("source"), bad), _rows(item.get("rows"), bad), right)
+                         _source(item.get("source"), bad), _rows(item.get("rows"), bad), right, tuple(others))
     clash = next((g for g in before if g.key == entry.key), None)
     if clash is not None:
         raise bad(f"entry {clash.id!r} disputes the same gold on {entry.db_id}: merge the two")

@@ -30,16 +30,19 @@ What the project does with a disputed gold ([Preparing Spider](preparing.md#disp
 - `prepare` marks every row whose database and gold an entry names (`disputed` in the bundle's
   index, with the reason under `disputed_golds`), leaves such rows out of `rl.jsonl` unless
   `--keep-disputed`, and names them in its summary;
-- the reward and the grader judge those rows on the original database only: no
-  [neighbour database](neighbours.md) and no counterexample search, so neither can enforce the
-  gold's mistake on a right answer. The verdict says so: `decided_on` reads
-  `original (disputed gold: <id>)` and the explanation starts with `judged on the original
-  database only`. Where the mistake shows on the original itself (a wrong column, a lower-case
-  literal), a right answer still differs there: such rows are kept out of rl, and the
+- the index also carries each entry's accepted answers (`accepted`: its right answer, and its
+  other fair readings where the question has two), and the reward and the grader judge such a row
+  against the gold *and* each accepted answer, each as any gold is judged: on the original, on the
+  [neighbour databases](neighbours.md) where it may be judged and under the searches. An answer
+  matching one of them everywhere is paid, and the verdict says which (`accepted` names the
+  accepted answer it matched); so a right answer is paid where the gold's mistake shows, and the
+  gold's value written out (`SELECT 9.3` for "the weight of the youngest dog") is paid for none.
+  Every verdict of such a row says it: `decided_on` ends with `(disputed gold: <id>)` and the
+  explanation starts with `its gold is disputed`. Such rows are kept out of rl, and the
   [report](grading.md) counts eval rows on disputed golds apart;
 - a gold disputed for one of its questions is judged that way for every row that uses it (Spider
   repeats each dev gold for two wordings of a question, and the scorer cannot tell a row's question
-  from its gold): judging on the original only never enforces a mistake.
+  from its gold).
 """
 
 
@@ -104,6 +107,8 @@ def _entry(gold: disputed.DisputedGold) -> str:
     lines.append(f"    - gold: `{' '.join(gold.gold.split())}`")
     if gold.right_answer:
         lines.append(f"    - a right answer: `{' '.join(gold.right_answer.split())}`")
+    for other in gold.other_readings:
+        lines.append(f"    - a right answer in another fair reading: `{' '.join(other.split())}`")
     return "\n".join(lines) + "\n"
 
 

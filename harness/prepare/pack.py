@@ -57,6 +57,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "reward.py",
     "reward_shapes.py",
     "scoring_batch.py",
+    "scoring_disputed.py",
     "scoring_entry.py",
     "scoring_errors.py",
     "scoring_limits.py",

@@ -74,7 +74,7 @@ def _warnings(sizes: splits.Sizes, written: dict[str, int], stats: dict[str, dic
 
 def disputed_section(selection: splits.Selection, rules: splits.Rules, index: dict) -> dict:
     """The disputed golds (harness.prepare.disputed): the list used, the rows of each split whose gold
-    it names (judged on the original database only), and the train rows it kept out of rl."""
+    it names (judged against the gold and its accepted answers), and the train rows it kept out of rl."""
     marked: dict[str, list[dict]] = {}
     for row in index["rows"]:
         if row.get("disputed"):
@@ -232,7 +232,7 @@ def _render_near_misses(found: dict | None, before: dict | None) -> list[str]:
 
 
 def _render_disputed(found: dict | None) -> list[str]:
-    """The disputed golds in a line or two: rows judged on the original only, rows kept out of rl, named."""
+    """The disputed golds in a line or two: rows judged against their accepted answers too, rows kept out of rl, named."""
     if not found:
         return []
     marked = {name: rows for name, rows in found["rows"].items() if rows}
@@ -240,7 +240,7 @@ def _render_disputed(found: dict | None) -> list[str]:
     if not marked and not out:
         return [f"disputed golds: none of the {found['golds']} listed is in the splits"]
     ids = sorted({r["disputed"] for rows in marked.values() for r in rows})
-    lines = ["disputed golds (judged on the original database only): "
+    lines = ["disputed golds (judged against the gold and its accepted answers): "
              + (", ".join(f"{name} {len(rows)} rows" for name, rows in marked.items()) or "no row")
              + (f" of {len(ids)} golds ({', '.join(ids[:4])}{', ...' if len(ids) > 4 else ''}; all named in "
                 "prepare-summary.json, disputed)" if ids else "")]

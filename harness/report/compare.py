@@ -34,7 +34,7 @@ from harness.report.stats import Accuracy, Paired
 from harness.report.trend import Trend, TrendError, fit_trend
 
 UNCLASSIFIED = "unclassified"
-DISPUTED = "disputed (judged on the original only)"  # the gold breakdown's groups (docs/disputed-golds.md)
+DISPUTED = "disputed (judged against the gold and its accepted answers)"  # the gold breakdown's groups (docs/disputed-golds.md)
 UNDISPUTED = "undisputed"
 
 
@@ -122,7 +122,7 @@ class Report:
     by_level: Breakdown
     by_database: Breakdown
     test_suite: bool = False  # some verdict was decided with neighbour databases: show both accuracies
-    by_gold: Breakdown | None = None  # rows on disputed golds (judged on the original only) apart, when there are some
+    by_gold: Breakdown | None = None  # rows on disputed golds apart, when there are some
     rewards: tuple[RewardTrend, ...] = ()  # in stage order
 
     def breakdowns(self) -> tuple[Breakdown, ...]:
