@@ -137,10 +137,22 @@ def _lane(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lan
     if not col.table.rows:
         return
     telling = sources.get(col.table.name.lower(), [])[:2] + _telling(conn, col, gold_comparisons)
-    yield from _turns([_set(conn, profile, col, lane, telling), _moves(conn, profile, col, lane, telling)])
+    # An entity others link to keeps its name (a maker called volvo stays the maker of the volvo
+    # models, an airline keeps its name): such a name is never changed in place, a new entity
+    # holding the value is added instead.
+    named = _entity(profile, col.table.name) and "text" in col.facts.kinds and (col.facts.unique or col.facts.near_unique)
+    yield from _turns([_set(conn, profile, col, lane, telling, named), _moves(conn, profile, col, lane, telling, named)])
 
 
-def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane, telling: list[int]) -> Iterator[Edit]:
+def _entity(profile: inv.Profile, table: str) -> bool:
+    """Whether rows of another table name rows of ``table`` (a link points to it)."""
+    return any(k.parent.lower() == table.lower() and k.child.lower() != table.lower() for k in profile.links)
+
+
+def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane, telling: list[int],
+         named: bool) -> Iterator[Edit]:
+    """Cells set to the lane's values, one row at a time, then a new row holding each value (only
+    the new row where ``named``: the column names an entity)."""
     table, facts = col.table.name, col.facts
     t, c = _q(table), _q(facts.name)
     values = _values(conn, col, lane, facts.name.lower() in _linked(profile, table))
@@ -148,7 +160,7 @@ def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane
         rows = telling + _holding(conn, t, c, lane.literals) + _first(conn, t, 3)
         used = 0
         for rowid in dict.fromkeys(rows):
-            if used >= ROWS_PER_VALUE:
+            if used >= ROWS_PER_VALUE or named:
                 break
             if _holds(conn, t, c, rowid, value):
                 continue
@@ -161,18 +173,15 @@ def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane
 
 
 def _moves(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane,
-           telling: list[int]) -> Iterator[Edit]:
-    """Edits that move values between rows: two rows swap (a name goes to another entity, the
-    entity keeps its keys), every row holding a literal takes another value (none is left where
-    the gold looks), a row's key renumbered and its children following (an id is no name)."""
+           telling: list[int], named: bool) -> Iterator[Edit]:
+    """Edits that move values between rows: two rows swap (only in a table no other names), every
+    row holding a literal removed with the rows that need it (none is left where the gold looks:
+    the value's meaning stays), a row's key renumbered and its children following (an id is no name)."""
     table, facts = col.table.name, col.facts
     t, c = _q(table), _q(facts.name)
     holders = _holding(conn, t, c, lane.literals)
     firsts = [r for r in dict.fromkeys(holders + telling + _first(conn, t, 3))]
-    # An entity others link to keeps its names (a maker called volvo stays the maker of the volvo
-    # models): only rows no other row names swap values; an entity's key is renumbered instead.
-    entity = any(k.parent.lower() == table.lower() for k in profile.links)
-    for a in [] if entity else firsts[:2]:
+    for a in [] if _entity(profile, table) else firsts[:2]:
         other = conn.execute(f"SELECT rowid FROM {t} WHERE {c} IS NOT (SELECT {c} FROM {t} WHERE rowid = ?) "
                              f"AND rowid <> ? ORDER BY rowid LIMIT 1", (a, a)).fetchone()
         if other is not None:
@@ -183,11 +192,12 @@ def _moves(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: La
                            ((f"UPDATE {t} SET {c} = CASE rowid WHEN ? THEN ? ELSE ? END WHERE rowid IN (?, ?)",
                              (a, vb, va, a, b)),), (table,))
     for literal in [v for v in lane.literals if not (isinstance(v, str) and ("%" in v or "_" in v))][:2]:
-        value = nv.stored(literal, facts.declared)
-        fresh = f"{value} {FILLER}" if isinstance(value, str) else _fresh(conn, col, None)
-        if fresh is not None and nv.fits(facts, fresh):
-            yield Edit(f"every {table}.{facts.name} holding {value!r} set to {fresh!r}",
-                       ((f"UPDATE {t} SET {c} = ? WHERE {c} = ?", (fresh, value)),), (table,))
+        value = _as_stored(conn, col, nv.stored(literal, facts.declared))
+        if holders and _readable(value):
+            statements = _cascade(profile, table, f"{c} = ?", 0)
+            yield Edit(f"every {table} row holding {value!r} in {facts.name} removed with the rows that need it",
+                       tuple((sql, (value,) * sql.count("?")) for sql, _p in statements),
+                       tuple(dict.fromkeys(_touched(profile, statements))))
     yield from _renumbered(conn, profile, col, firsts[:1])
 
 
