@@ -40,6 +40,7 @@ except ImportError:  # run as a standalone file
 ROWS_PER_VALUE = 2  # rows given one value, one at a time
 VALUES_PER_LANE = 12  # values a lane offers at most
 CASCADE_DEPTH = 3  # links followed when a removed row's dependants go with it
+CHILDREN = 3  # rows of each linked table a twin copied with its children takes along
 FILLER = nv.FILLERS[1]
 
 
@@ -137,9 +138,8 @@ def _lane(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lan
     if not col.table.rows:
         return
     telling = sources.get(col.table.name.lower(), [])[:2] + _telling(conn, col, gold_comparisons)
-    # An entity others link to keeps its name (a maker called volvo stays the maker of the volvo
-    # models, an airline keeps its name): such a name is never changed in place, a new entity
-    # holding the value is added instead.
+    # An entity others link to and named by a literal keeps its name (a maker called volvo stays
+    # the maker of the volvo models): another entity may be renamed, or a new one added.
     named = _entity(profile, col.table.name) and "text" in col.facts.kinds and (col.facts.unique or col.facts.near_unique)
     yield from _turns([_set(conn, profile, col, lane, telling, named), _moves(conn, profile, col, lane, telling, named)])
 
@@ -151,23 +151,26 @@ def _entity(profile: inv.Profile, table: str) -> bool:
 
 def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane, telling: list[int],
          named: bool) -> Iterator[Edit]:
-    """Cells set to the lane's values, one row at a time, then a new row holding each value (only
-    the new row where ``named``: the column names an entity)."""
+    """Cells set to the lane's values, one row at a time, then a new row holding each value (where
+    ``named``, the column names an entity: a row holding one of the lane's literals keeps it)."""
     table, facts = col.table.name, col.facts
     t, c = _q(table), _q(facts.name)
     values = _values(conn, col, lane, facts.name.lower() in _linked(profile, table))
+    holders = _holding(conn, t, c, lane.literals)
     for value, note in values:
-        rows = telling + _holding(conn, t, c, lane.literals) + _first(conn, t, 3)
+        # an entity named by a literal keeps its name; another entity may take a name beside it
+        rows = [r for r in telling + _first(conn, t, 3) if r not in holders] if named else \
+            telling + holders + _first(conn, t, 3)
         used = 0
         for rowid in dict.fromkeys(rows):
-            if used >= ROWS_PER_VALUE or named:
+            if used >= ROWS_PER_VALUE:
                 break
             if _holds(conn, t, c, rowid, value):
                 continue
             used += 1
             yield Edit(f"{table}.{facts.name} of row {rowid} set to {note}",
                        ((f"UPDATE {t} SET {c} = ? WHERE rowid = ?", (value, rowid)),), (table,))
-        added = _copy(conn, profile, col.table, rows[:1], {facts.name: value})
+        added = _copy(conn, profile, col.table, rows[:1], {facts.name: value}, children=True)
         if added is not None:
             yield added._replace(what=f"{added.what} holding {note} in {facts.name}")
 
@@ -391,16 +394,18 @@ def _rows(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference,
         for col in table.columns:
             rows += _holding(conn, _q(table.name), _q(col.name), literal_of.get((name, col.name.lower()), ()))
         rows = list(dict.fromkeys(rows + _first(conn, _q(table.name))))[:3]
-        per_table.append(_table_rows(conn, profile, table, rows))
+        keep = frozenset(lane.column for lane in diff.lanes + diff.shared if lane.table == name)
+        per_table.append(_table_rows(conn, profile, table, rows, keep))
     yield from _turns(per_table)
 
 
 def _table_rows(conn: sqlite3.Connection, profile: inv.Profile, table: inv.TableFacts,
-                rows: list[int]) -> Iterator[Edit]:
+                rows: list[int], keep: frozenset) -> Iterator[Edit]:
     for rowid in rows:
-        for twin in (False, True):
-            copied = _copy(conn, profile, table, [rowid], {}, twin)
-            if copied is not None:
+        for twin, children in ((False, False), (True, False), (True, True)):
+            copied = _copy(conn, profile, table, [rowid], {}, twin, children, keep)
+            if copied is not None and not (children and copied.statements[-1][0].startswith(
+                    f"INSERT INTO {_q(table.name)} ")):  # with no row elsewhere, the same as the twin
                 yield copied
         yield _remove(profile, table, rowid)
     for link in profile.links:
@@ -444,19 +449,22 @@ def _cascade(profile: inv.Profile, table: str, where: str, depth: int,
 
 
 def _copy(conn: sqlite3.Connection, profile: inv.Profile, table: inv.TableFacts, rows: list[int],
-          values: dict, twin: bool = False) -> Edit | None:
+          values: dict, twin: bool = False, children: bool = False, keep: frozenset = frozenset()) -> Edit | None:
     """A copy of the first of ``rows`` with fresh keys (and ``values``: column -> value set in it),
     with what it needs to keep the links: a new parent where the link is one-to-one (or its link
-    values never repeat together), a child where every parent has one. A ``twin`` keeps every value
-    but what must be unique: its names and its other values repeat (a DISTINCT, a count of distinct
-    values tell it from the row it copies)."""
+    values never repeat together), a child where every parent has one. A ``twin`` keeps the values
+    of ``keep`` (the columns the two queries differ on) where they need not be unique: a name
+    repeats, which a DISTINCT or a count of distinct values tells from the row it copies; with
+    ``children``, its rows in the tables that name it are copied too (a second student with pets)."""
     if not rows:
         return None
-    made = _copied(conn, profile, table, rows[0], {k.lower(): v for k, v in values.items()}, 0, twin)
+    plan = _CopyPlan(conn, profile, twin, keep)
+    made = plan.copy(table, rows[0], {k.lower(): v for k, v in values.items()}, 0, children)
     if made is None:
         return None
     statements, _fresh_values = made
     kind = "a twin with fresh keys" if twin else "copied with fresh keys"
+    kind += " and its rows in other tables" if children else ""
     return Edit(f"{table.name} row {rows[0]} {kind}", statements, tuple(dict.fromkeys(_touched(profile, statements))))
 
 
@@ -471,62 +479,92 @@ def _touched(profile: inv.Profile, statements: tuple[tuple[str, tuple], ...]) ->
     return out
 
 
-def _copied(conn: sqlite3.Connection, profile: inv.Profile, table: inv.TableFacts, rowid: int, values: dict,
-            depth: int, twin: bool = False) -> tuple[tuple[tuple[str, tuple], ...], dict] | None:
-    """(statements, the copy's value of each column set anew) for a copy of ``rowid``, or None."""
-    if depth > CASCADE_DEPTH:
-        return None
-    before: list[tuple[str, tuple]] = []
-    after: list[tuple[str, tuple]] = []
-    chosen = dict(values)
-    linked = _linked(profile, table.name)
-    for link in _needing_new_parent(profile, table, chosen):
-        parent = next((t for t in profile.tables if t.name.lower() == link.parent.lower()), None)
-        found = _parent_row(conn, link, rowid)
-        made = None if parent is None or found is None else _copied(conn, profile, parent, found, {}, depth + 1, twin)
-        if made is None:
+class _CopyPlan:
+    """The rows one copy edit inserts, planned table by table: the fresh values given so far (no two
+    new rows get the same), whether it is a twin and what a twin keeps."""
+
+    def __init__(self, conn: sqlite3.Connection, profile: inv.Profile, twin: bool, keep: frozenset) -> None:
+        self.conn, self.profile, self.twin, self.keep = conn, profile, twin, keep
+        self.taken: dict[tuple[str, str], list] = {}
+
+    def _table(self, name: str) -> inv.TableFacts | None:
+        return next((t for t in self.profile.tables if t.name.lower() == name.lower()), None)
+
+    def copy(self, table: inv.TableFacts, rowid: int, values: dict, depth: int, children: bool = False,
+             satisfied: inv.Link | None = None) -> tuple[tuple[tuple[str, tuple], ...], dict] | None:
+        """(statements, the copy's value of each column set anew) for a copy of ``rowid``, or None.
+        ``satisfied``: the link the caller's own new row will reference this copy through (it needs
+        no other child there)."""
+        if depth > CASCADE_DEPTH:
             return None
-        before += made[0]
-        for child_col, parent_col in zip(link.child_columns, link.parent_columns):
-            if parent_col.lower() not in made[1]:
-                return None
-            chosen[child_col.lower()] = made[1][parent_col.lower()]
-    key = [c.lower() for c in table.key]
-    # A key of several columns is new once one of them is: the others keep their values.
-    key_new = len(key) > 1 and any(k in chosen for k in key)
-    exprs, params = [], []
-    for col in table.columns:
-        name = col.name.lower()
-        single_key = name in key and len(key) == 1
-        last_of_key = len(key) > 1 and not key_new and name == next((k for k in reversed(key) if k not in linked), "")
-        must = single_key or col.unique or last_of_key or (col.near_unique and not twin)
-        if name not in chosen and must and name not in linked:
-            base = conn.execute(f"SELECT {_q(col.name)} FROM {_q(table.name)} WHERE rowid = ?", (rowid,)).fetchone()
-            fresh = _fresh(conn, Column(table, col), base[0] if base else None)
-            if fresh is None:
-                return None
-            chosen[name] = fresh
-            key_new = key_new or name in key
-        if name in chosen:
-            exprs.append("?")
-            params.append(chosen[name])
-        else:
-            exprs.append(_q(col.name))
-    cols = ", ".join(_q(c.name) for c in table.columns)
-    insert = (f"INSERT INTO {_q(table.name)} ({cols}) SELECT {', '.join(exprs)} FROM {_q(table.name)} WHERE rowid = ?",
-              tuple(params) + (rowid,))
-    for link in profile.links:  # where every parent is referenced, the new one gets a child too
-        if link.total and link.parent.lower() == table.name.lower() and link.child.lower() != table.name.lower() \
-                and all(c.lower() in chosen for c in link.parent_columns):
-            child_table = next((t for t in profile.tables if t.name.lower() == link.child.lower()), None)
-            child = _child_row(conn, link, rowid)
-            re_pointed = {c.lower(): chosen[p.lower()] for c, p in zip(link.child_columns, link.parent_columns)}
-            made = None if child_table is None or child is None else \
-                _copied(conn, profile, child_table, child, re_pointed, depth + 1, twin)
+        before: list[tuple[str, tuple]] = []
+        chosen = dict(values)
+        for link in _needing_new_parent(self.profile, table, chosen):
+            parent, found = self._table(link.parent), _parent_row(self.conn, link, rowid)
+            made = None if parent is None or found is None else self.copy(parent, found, {}, depth + 1, satisfied=link)
             if made is None:
                 return None
-            after += made[0]
-    return tuple(before) + (insert,) + tuple(after), chosen
+            before += made[0]
+            for child_col, parent_col in zip(link.child_columns, link.parent_columns):
+                if parent_col.lower() not in made[1]:
+                    return None
+                chosen[child_col.lower()] = made[1][parent_col.lower()]
+        insert = self._insert(table, rowid, chosen)
+        if insert is None:
+            return None
+        after: list[tuple[str, tuple]] = []
+        for link in self.profile.links:  # where every parent is referenced, the new one gets a child too
+            if link.parent.lower() != table.name.lower() or link.child.lower() == table.name.lower() \
+                    or not all(c.lower() in chosen for c in link.parent_columns) or link == satisfied:
+                continue
+            wanted = CHILDREN if children and depth == 0 else 1 if link.total else 0
+            child_table = self._table(link.child)
+            re_pointed = {c.lower(): chosen[p.lower()] for c, p in zip(link.child_columns, link.parent_columns)}
+            for child in _child_rows(self.conn, link, rowid, wanted):
+                made = None if child_table is None else self.copy(child_table, child, re_pointed, depth + 1)
+                if made is None:
+                    return None
+                after += made[0]
+        return tuple(before) + (insert,) + tuple(after), chosen
+
+    def _insert(self, table: inv.TableFacts, rowid: int, chosen: dict) -> tuple[str, tuple] | None:
+        """The INSERT of the copy, its keys (and the columns that must stay unique) fresh; ``chosen``
+        gets the values it sets."""
+        linked = _linked(self.profile, table.name)
+        key = [c.lower() for c in table.key]
+        # A key of several columns is new once one of them is: the others keep their values.
+        key_new = len(key) > 1 and any(k in chosen for k in key)
+        exprs, params = [], []
+        for col in table.columns:
+            name = col.name.lower()
+            last_of_key = len(key) > 1 and not key_new and name == next((k for k in reversed(key) if k not in linked), "")
+            kept_name = self.twin and name in self.keep
+            must = (name in key and len(key) == 1) or col.unique or last_of_key or (col.near_unique and not kept_name)
+            if name not in chosen and must and name not in linked:
+                fresh = self._fresh(table, col, rowid)
+                if fresh is None:
+                    return None
+                chosen[name] = fresh
+                key_new = key_new or name in key
+            if name in chosen:
+                exprs.append("?")
+                params.append(chosen[name])
+            else:
+                exprs.append(_q(col.name))
+        cols = ", ".join(_q(c.name) for c in table.columns)
+        return (f"INSERT INTO {_q(table.name)} ({cols}) SELECT {', '.join(exprs)} FROM {_q(table.name)} WHERE rowid = ?",
+                tuple(params) + (rowid,))
+
+    def _fresh(self, table: inv.TableFacts, col: inv.ColumnFacts, rowid: int) -> object:
+        """A value of ``col`` none of its rows holds and no other new row of this edit took."""
+        taken = self.taken.setdefault((table.name.lower(), col.name.lower()), [])
+        base = self.conn.execute(f"SELECT {_q(col.name)} FROM {_q(table.name)} WHERE rowid = ?", (rowid,)).fetchone()
+        fresh = _fresh(self.conn, Column(table, col), base[0] if base else None)
+        while fresh is not None and fresh in taken:
+            fresh = f"{fresh} {FILLER}" if isinstance(fresh, str) else fresh + (1 if isinstance(fresh, int) else 1.0)
+        if fresh is not None:
+            taken.append(fresh)
+        return fresh
 
 
 def _needing_new_parent(profile: inv.Profile, table: inv.TableFacts, chosen: dict) -> list[inv.Link]:
@@ -556,8 +594,9 @@ def _parent_row(conn: sqlite3.Connection, link: inv.Link, rowid: int) -> int | N
     return None if found is None else int(found[0])
 
 
-def _child_row(conn: sqlite3.Connection, link: inv.Link, rowid: int) -> int | None:
+def _child_rows(conn: sqlite3.Connection, link: inv.Link, rowid: int, count: int) -> list[int]:
+    if count <= 0:
+        return []
     pairs = " AND ".join(f"c.{_q(a)} = p.{_q(b)}" for a, b in zip(link.child_columns, link.parent_columns))
-    found = conn.execute(f"SELECT c.rowid FROM {_q(link.child)} AS c, {_q(link.parent)} AS p WHERE p.rowid = ? "
-                         f"AND {pairs} ORDER BY c.rowid LIMIT 1", (rowid,)).fetchone()
-    return None if found is None else int(found[0])
+    return [int(r[0]) for r in conn.execute(f"SELECT c.rowid FROM {_q(link.child)} AS c, {_q(link.parent)} AS p "
+                                            f"WHERE p.rowid = ? AND {pairs} ORDER BY c.rowid LIMIT ?", (rowid, count))]

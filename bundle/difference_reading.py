@@ -196,9 +196,10 @@ def _owners(name: str, qualifier: str | None, tables: list[str], aliases: dict[s
     return found or [t for t in schema if name in schema[t]][:1]
 
 
-def difference(gold: str, answer: str, schema: Mapping[str, tuple[str, ...]]) -> Difference:
-    """Where ``answer`` differs from ``gold`` (module docstring); deterministic in the two texts."""
-    one, two = read(gold, schema), read(answer, schema)
+def difference(gold: str | Reading, answer: str, schema: Mapping[str, tuple[str, ...]]) -> Difference:
+    """Where ``answer`` differs from ``gold`` (module docstring; ``gold`` may be given read already:
+    ``read``); deterministic in the two texts."""
+    one, two = gold if isinstance(gold, Reading) else read(gold, schema), read(answer, schema)
     scored = []
     keys = sorted(set(one.mentions) | set(two.mentions))
     for key in keys:

@@ -29,6 +29,7 @@ whether it was computed or found: a pure function of (answer, row, bundle, setti
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import threading
 from typing import NamedTuple
 
@@ -37,7 +38,7 @@ try:
     from . import neighbour_invariants as inv
     from . import neighbour_values as nv
     from . import verify as verify_mod
-    from .difference_reading import Difference, difference
+    from .difference_reading import Difference, Reading, difference, read
     from .scoring_limits import Limits
 except ImportError:  # run as a standalone file
     import difference_edits  # type: ignore[no-redef]
@@ -48,7 +49,7 @@ except ImportError:  # run as a standalone file
     import sql_guard  # type: ignore[no-redef]
     import sql_sandbox  # type: ignore[no-redef]
     import verify as verify_mod  # type: ignore[no-redef]
-    from difference_reading import Difference, difference  # type: ignore[no-redef]
+    from difference_reading import Difference, Reading, difference, read  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
 
 EDIT_CHARGE = 200  # units charged per edit tried, besides the SQL it runs (applying, undoing, reading)
@@ -94,6 +95,8 @@ class _Kept:
         self.verdicts: dict[tuple, verify_mod.Searched] = {}
         self.baselines: dict[tuple, tuple[frozenset, int]] = {}
         self.proofs: dict[tuple, inv.Profile] = {}
+        self.readings: dict[tuple, Reading] = {}
+        self.ties: dict[tuple, tuple[bool, ...]] = {}
 
     def put(self, table: dict, key: tuple, value: object) -> None:
         with self.lock:
@@ -109,6 +112,16 @@ def _schema(profile: inv.Profile) -> dict[str, tuple[str, ...]]:
     return {t.name.lower(): tuple(c.name.lower() for c in t.columns) for t in profile.tables}
 
 
+def _gold_reading(task: Task) -> Reading:
+    """The gold's reading (``difference_reading.read``), once per process."""
+    key = (task.sha256, id(task.profile), task.gold)
+    found = KEPT.readings.get(key)
+    if found is None:
+        found = read(task.gold, _schema(task.profile))
+        KEPT.put(KEPT.readings, key, found)
+    return found
+
+
 def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limits) -> verify_mod.Searched:
     """Judge (gold, ``sql``) on edits of the original aimed at where they differ (module docstring)."""
     key = (task.sha256, task.gold, _normal(sql), limits)
@@ -122,7 +135,7 @@ def search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limi
 def _search(task: Task, sql: str, original: gold_results.GoldResult, limits: Limits) -> verify_mod.Searched:
     if _normal(sql) == _normal(task.gold):
         return verify_mod.Searched(None, verify_mod.MATCH, 1.0, "", 0, 0)
-    diff = difference(task.gold, sql, _schema(task.profile))
+    diff = difference(_gold_reading(task), sql, _schema(task.profile))
     box = sql_sandbox.sandbox(task.path, limits)
     try:
         edits, units = _edits(task, diff, box, limits)
@@ -186,8 +199,10 @@ def _try(task: Task, edit: difference_edits.Edit, sql: str, original: gold_resul
     """Apply ``edit``, learn what it gives (kept), judge ``sql`` there when the gold can be, undo it."""
     key = (task.sha256, task.gold, edit.statements, limits.float_digits)
     outcome = KEPT.outcomes.get(key)
+    if outcome is not None and (outcome.gold is None or outcome.units >= left):
+        return outcome, None  # known: it cannot judge the gold, or its work is beyond the budget left
     try:
-        box.apply(edit.statements)
+        box.apply(edit.statements, plain=outcome is None)  # the proof reads the twin only the first time
     except (ValueError, OverflowError, sql_sandbox.sqlite3.Error):
         if outcome is None:
             outcome = _Outcome(None, 0)
@@ -210,10 +225,17 @@ def _try(task: Task, edit: difference_edits.Edit, sql: str, original: gold_resul
 
 
 def grouped(profile: inv.Profile, gold: str) -> frozenset:
-    """The columns ``gold`` needs repeated (grouped by, with a HAVING: ``neighbour_values.grouped_columns``)."""
-    names = {c.name.lower() for t in profile.tables for c in t.columns}
-    links = {c.lower() for k in profile.links for c in k.child_columns}
-    return frozenset(nv.grouped_columns(gold, names, links))
+    """The columns ``gold`` needs repeated: grouped by, with a HAVING on the groups, where the query
+    reads one table or the column is a link (a one-to-many link repeats its parent); the column's
+    table read from the query's aliases, so that a name grouped across a join (``T1.Airline`` of
+    the airlines) is not taken for a link of the same name (``flights.Airline``)."""
+    reading = read(gold, _schema(profile))
+    if "HAVING" not in reading.words:
+        return frozenset()
+    links = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
+    one_table = len(reading.tables) == 1
+    return frozenset(column for (table, column), places in reading.mentions.items()
+                     if any(m.clause == "GROUP" for m in places) and (one_table or (table, column) in links))
 
 
 def kept_facts(profile: inv.Profile, gold: str) -> inv.Profile:
@@ -267,10 +289,48 @@ def _learn(task: Task, edit: difference_edits.Edit, original: gold_results.GoldR
     units += gold.steps
     if neighbour_proof.judges(original, gold):
         return _Outcome(None, units)
+    extremes = _extremes(task)
     with _Reading(box) as reading:
         repeated = neighbour_proof.repeated_identity(box.plain, task.profile, task.gold)
+        tied = extremes and _ties(box.plain, extremes) != _original_ties(task, extremes, box)
     units += reading.units
-    return _Outcome(None if repeated else gold, units)
+    return _Outcome(None if repeated or tied else gold, units)
+
+
+def _extremes(task: Task) -> tuple[tuple[str, str, str], ...]:
+    """(table, column, min or max) of each extreme the gold takes (``min(c)``, ``max(c)``)."""
+    found = []
+    for (table, column), places in sorted(_gold_reading(task).mentions.items()):
+        for how in sorted({m.function for m in places if m.function in ("MIN", "MAX")}):
+            found.append((table, column, how))
+    return tuple(found)
+
+
+def _ties(conn: sqlite3.Connection, extremes: tuple[tuple[str, str, str], ...]) -> tuple[bool, ...]:
+    """Whether two rows or more hold each extreme (a tie there would decide which row a bare column
+    of the gold comes from, as ``neighbour_plan`` draws a gold's extreme columns distinct)."""
+    out = []
+    for table, column, how in extremes:
+        t, c = inv.quote(table), inv.quote(column)
+        count = conn.execute(f"SELECT count(*) FROM {t} WHERE {c} = (SELECT {how}({c}) FROM {t})").fetchone()[0]
+        out.append(int(count or 0) > 1)
+    return tuple(out)
+
+
+def _original_ties(task: Task, extremes: tuple[tuple[str, str, str], ...], box: sql_sandbox.Sandbox) -> tuple[bool, ...]:
+    """``_ties`` on the original (a tie it has already is no new situation): once per process."""
+    key = (task.sha256, extremes)
+    found = KEPT.ties.get(key)
+    if found is None:
+        pending = box.pending
+        box.undo()
+        try:
+            found = _ties(box.plain, extremes)
+        finally:
+            if pending:
+                box.apply(pending)
+        KEPT.put(KEPT.ties, key, found)
+    return found  # type: ignore[no-any-return]
 
 
 def _gold_run(task: Task, text: str, box: sql_sandbox.Sandbox, limits: Limits) -> tuple:
@@ -306,3 +366,5 @@ def forget() -> None:
         KEPT.verdicts.clear()
         KEPT.baselines.clear()
         KEPT.proofs.clear()
+        KEPT.readings.clear()
+        KEPT.ties.clear()

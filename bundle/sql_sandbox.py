@@ -67,6 +67,7 @@ class Sandbox:
     def __init__(self, path: str, limits: Limits) -> None:
         self.path, self.limits = path, limits
         self.pending: tuple = ()  # the edit applied now (replayed where the copy is made again)
+        self._on_plain = True  # whether the unguarded twin holds it too
         self._conn: sqlite3.Connection | None = None
         self._plain: sqlite3.Connection | None = None
         self._charges: sql_functions.Charges | None = None
@@ -128,7 +129,7 @@ class Sandbox:
         self.changes = self._conn.total_changes
         if self.pending:
             statements, self.pending = self.pending, ()
-            self.apply(statements)
+            self.apply(statements, self._on_plain)
 
     def close(self) -> None:
         """Free the copy; the next use makes it again (with the edit of the moment)."""
@@ -144,28 +145,30 @@ class Sandbox:
             self.weight = 0
 
     # -- edits -----------------------------------------------------------------------------------
-    def apply(self, statements: Statements) -> None:
-        """Apply an edit inside a savepoint (``undo`` takes it back). Raises sqlite3.Error where a
-        statement fails (a constraint refuses it): the savepoint is then rolled back already."""
+    def apply(self, statements: Statements, plain: bool = True) -> None:
+        """Apply an edit inside a savepoint (``undo`` takes it back); to the unguarded twin too
+        unless ``plain`` is False (its reads are done: only queries run now). Raises sqlite3.Error
+        where a statement fails (a constraint refuses it): the savepoint is then rolled back already."""
         if self.pending:
             raise RuntimeError("an edit is applied already: undo it first")
-        conn, plain = self.conn, self.plain
+        conn = self.conn
+        targets = (self.plain, conn) if plain else (conn,)
         self._writable(conn)
         try:
-            for target in (plain, conn):
+            for target in targets:
                 target.execute("SAVEPOINT difference_edit")
             try:
-                for target in (plain, conn):
+                for target in targets:
                     for sql, params in statements:
                         target.execute(sql, params)
             except BaseException:
-                for target in (plain, conn):
+                for target in targets:
                     target.execute("ROLLBACK TO difference_edit")
                     target.execute("RELEASE difference_edit")
                 raise
         finally:
             self._guarded(conn)
-        self.pending = tuple(statements)
+        self.pending, self._on_plain = tuple(statements), plain
 
     def undo(self) -> None:
         """Take back the edit applied (nothing when none is)."""
@@ -177,7 +180,7 @@ class Sandbox:
         conn = self._conn
         self._writable(conn)
         try:
-            for target in (self._plain, conn):
+            for target in (self._plain if self._on_plain else None, conn):
                 if target is not None:
                     target.execute("ROLLBACK TO difference_edit")
                     target.execute("RELEASE difference_edit")
