@@ -13,6 +13,7 @@ starts and how long the last one took, so a run shows where it is. ``--only NAME
 6. ``cost``: the cost model, CPU per budget unit of hostile and generated queries;
 7. ``neighbours``: what the neighbour databases cost and separate, throughput with them, the search;
 8. ``labels``: precision and recall of the neighbours on published predictions judged by hand;
+   ``difference``: what the search aimed at the difference costs a reward call, beside bare sqlite3;
 9. ``prepare`` (only with ``--only prepare``: it takes many minutes): `make bundle`'s prepare, cold and warm.
 """
 
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.bench import budget, calls, cost, grader, groups, hardening, labels, neighbours, prepare_time, published
+from harness.bench import budget, calls, cost, difference, grader, groups, hardening, labels, neighbours, prepare_time, published
 from harness.bench.evaluator import Evaluator
 from harness.common.errors import InputError
 
@@ -114,6 +115,8 @@ FAMILIES: tuple[Family, ...] = (
            lambda f, _: neighbours.print_figures(f)),
     Family("labels", "the neighbours on the labelled set", lambda c: labels.run(c.spider, c.work),
            lambda f, measured: labels.print_figures(f, measured.get("neighbours"))),
+    Family("difference", "the search aimed at the difference: a reward call's cost", lambda c: difference.run(c.spider, c.work),
+           lambda f, _: difference.print_figures(f)),
     Family("prepare", "make bundle's prepare, cold and warm, at the first-try sizes and the default splits",
            lambda c: prepare_time.run(c.spider, c.work, say=c.say), lambda f, _: prepare_time.print_figures(f),
            default=False),

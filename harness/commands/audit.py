@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
-from harness.audit import entry, nearmiss, nearmiss_report, report, shapes
+from harness.audit import entry, nearmiss, nearmiss_report, published, report, shapes
 from harness.audit import run as audit_run
 from harness.commands import options
 from harness.common.errors import InputError, VerificationFailed
@@ -57,11 +58,11 @@ def add_max_hackable(parser: argparse.ArgumentParser) -> None:
 
 def add_near_misses(parser: argparse.ArgumentParser) -> None:
     """``--near-miss-families`` and ``--min-kill-rate``: shared by `audit` and `verify`, one meaning in both."""
-    parser.add_argument("--near-miss-families", choices=("all", "tuning", "held_out", "blind", "none"), default="all",
-                        metavar="WHICH", help="near misses measured: all families (default), tuning, held_out, "
-                                              "blind (the families written apart from the scorer's tuning, "
-                                              "harness/audit/blind.py), or none (skips the measurement, the slowest "
-                                              "part; docs/audit.md)")
+    parser.add_argument("--near-miss-families", choices=("all", "tuning", "held_out", "blind", "blind2", "none"),
+                        default="all", metavar="WHICH",
+                        help="near misses measured: all families (default), tuning, held_out, blind or blind2 (two "
+                             "sets written apart from the scorer's tuning, harness/audit/blind.py and blind2.py), or "
+                             "none (skips the measurement, the slowest part; docs/audit.md)")
     parser.add_argument("--min-kill-rate", type=share, default=nearmiss_report.DEFAULT_MIN_KILL_RATE, metavar="SHARE",
                         help="fail when a split's near-miss kill rate (killed / (killed + missed)) is under this "
                              f"share (default {100 * nearmiss_report.DEFAULT_MIN_KILL_RATE:.0f}%%; the goal is "
@@ -69,8 +70,14 @@ def add_near_misses(parser: argparse.ArgumentParser) -> None:
 
 
 def near_misses_of(args: argparse.Namespace) -> entry.NearMisses:
-    if args.near_miss_families == "blind":
-        return entry.NearMisses("all", families=nearmiss.blind_families())
+    predictions = getattr(args, "predictions", None)
+    if predictions:
+        spider = args.spider or os.environ.get("SPIDER_DATA")
+        if not spider:
+            raise InputError("--predictions needs Spider's dev.json: give --spider DIR (or set SPIDER_DATA)")
+        return entry.NearMisses("all", families=published.families(Path(spider), predictions))
+    if args.near_miss_families in ("blind", "blind2"):
+        return entry.NearMisses("all", families=nearmiss.blind_families(args.near_miss_families))
     return entry.NearMisses(None if args.near_miss_families == "none" else args.near_miss_families)
 
 
@@ -82,6 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_threads(parser, "concurrent scoring calls", default=4)
     add_max_hackable(parser)
     add_near_misses(parser)
+    parser.add_argument("--predictions", type=Path, nargs="+", metavar="FILE",
+                        help="published systems' Spider dev predictions (one query a line, in dev order; a file a "
+                             "system), measured as near misses of their rows' golds instead of the families "
+                             "(harness/audit/published.py); the bundle's rows must be dev rows")
+    parser.add_argument("--spider", type=Path, metavar="DIR",
+                        help="the Spider folder whose dev.json orders --predictions (default: $SPIDER_DATA)")
     options.add_json(parser, "the audit (every hackable and set-aside row, the near misses)")
 
 
