@@ -228,7 +228,8 @@ def _renumbered(conn: sqlite3.Connection, profile: inv.Profile, col: Column, row
     old = _cell(conn, _q(table), _q(facts.name), rows[0])
     if fresh is None or old is None or old is _UNREADABLE:
         return
-    statements = [(f"UPDATE {_q(table)} SET {_q(facts.name)} = ? WHERE rowid = ?", (fresh, rows[0]))]
+    statements: list[tuple[str, tuple]] = [(f"UPDATE {_q(table)} SET {_q(facts.name)} = ? WHERE rowid = ?",
+                                            (fresh, rows[0]))]
     touched = [table]
     for link in profile.links:
         if link.parent.lower() == table.lower() and [p.lower() for p in link.parent_columns] == [facts.name.lower()]:
@@ -561,7 +562,7 @@ class _CopyPlan:
         base = self.conn.execute(f"SELECT {_q(col.name)} FROM {_q(table.name)} WHERE rowid = ?", (rowid,)).fetchone()
         fresh = _fresh(self.conn, Column(table, col), base[0] if base else None)
         while fresh is not None and fresh in taken:
-            fresh = f"{fresh} {FILLER}" if isinstance(fresh, str) else fresh + (1 if isinstance(fresh, int) else 1.0)
+            fresh = f"{fresh} {FILLER}" if isinstance(fresh, str) else fresh + 1 if isinstance(fresh, (int, float)) else None
         if fresh is not None:
             taken.append(fresh)
         return fresh

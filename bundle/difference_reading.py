@@ -235,8 +235,11 @@ def provenance(gold: str, schema: Mapping[str, tuple[str, ...]]) -> list[tuple[s
     row copied from them is a second answer, one changed moves an answer). Nested queries are not
     followed; a text it cannot follow gives none.
 
-    >>> provenance("SELECT T1.a FROM t AS T1 JOIN u ON T1.a = u.a WHERE T1.b > 2 ORDER BY 1", {"t": ("a", "b"), "u": ("a",)})
-    [('t', 'SELECT DISTINCT t1.rowid FROM t AS T1 JOIN u ON T1.a = u.a WHERE T1.b > 2 ORDER BY 1 LIMIT 4'), ('u', 'SELECT DISTINCT u.rowid FROM t AS T1 JOIN u ON T1.a = u.a WHERE T1.b > 2 ORDER BY 1 LIMIT 4')]
+    >>> for table, sql in provenance("SELECT T1.a FROM t AS T1 JOIN u ON T1.a = u.a WHERE T1.b > 2 ORDER BY 1",
+    ...                              {"t": ("a", "b"), "u": ("a",)}):
+    ...     print(table, sql)
+    t SELECT DISTINCT t1.rowid FROM t AS T1 JOIN u ON T1.a = u.a WHERE T1.b > 2 ORDER BY 1 LIMIT 4
+    u SELECT DISTINCT u.rowid FROM t AS T1 JOIN u ON T1.a = u.a WHERE T1.b > 2 ORDER BY 1 LIMIT 4
     """
     code = sql_text.code_tokens(gold)[:MAX_TOKENS]
     out: list[tuple[str, str]] = []

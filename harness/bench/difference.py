@@ -26,6 +26,7 @@ import statistics
 import time
 from pathlib import Path
 
+from bundle.verify import Verdict
 from harness.bench import neighbours as bench_neighbours
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,14 +57,19 @@ def run(spider: Path, work: Path) -> dict:
     from bundle import difference_search, scoring_entry
     from harness.audit import families
 
-    def score(sql: str, gold: str, db_id: str) -> tuple[float, object]:
+    def score(sql: str, gold: str, db_id: str) -> tuple[float, Verdict]:
         started = time.perf_counter()
         verdict = scoring_entry.score_call(scoring_entry.RowCall(sql, gold, db_id), root=str(staged), caller="reward")
         return time.perf_counter() - started, verdict
 
     difference_search.forget()
-    first, warm, wrong, bare, searched = [], [], [], [], []
-    rejected, wrong_rejected, seen = [], 0, set()
+    first: list[float] = []
+    warm: list[float] = []
+    wrong: list[float] = []
+    bare: list[float] = []
+    searched: list[int] = []
+    rejected: list[tuple[str, str, str]] = []
+    wrong_rejected, seen = 0, set()
     for pair in pairs:
         key = (pair["db_id"], pair["gold"])
         score(pair["gold"], pair["gold"], pair["db_id"])  # the gold's result and neighbours loaded (no search)

@@ -66,7 +66,8 @@ def check_neighbours(loaded: LoadedBundle, max_golds: int | None = None) -> Chec
                   f"and on their neighbours ({runs} neighbour runs), {min(len(pairs), SEARCHED_GOLDS)} under the "
                   f"search too ({searched} databases searched); {tally['separated']} of {tally['look-alike']} "
                   f"mutated golds the original cannot tell from their gold are separated ({share})"
-                  + (f"; {sum(p in disputed for p in pairs)} disputed golds left out of that count (a mutation may be an accepted answer)" if disputed else ""),
+                  + (f"; {sum(p in disputed for p in pairs)} disputed golds left out of that count (a mutation may be "
+                     "an accepted answer)" if disputed else ""),
                   f"{len(failures)} failures: invariants broken, or golds that do not match themselves")
 
 
