@@ -34,7 +34,7 @@ import threading
 from typing import NamedTuple
 
 try:
-    from . import difference_edits, gold_results, neighbour_proof, sql_guard, sql_sandbox
+    from . import difference_edits, gold_results, neighbour_proof, neighbour_search, sql_guard, sql_sandbox
     from . import neighbour_invariants as inv
     from . import neighbour_values as nv
     from . import verify as verify_mod
@@ -45,6 +45,7 @@ except ImportError:  # run as a standalone file
     import gold_results  # type: ignore[no-redef]
     import neighbour_invariants as inv  # type: ignore[no-redef]
     import neighbour_proof  # type: ignore[no-redef]
+    import neighbour_search  # type: ignore[no-redef]
     import neighbour_values as nv  # type: ignore[no-redef]
     import sql_guard  # type: ignore[no-redef]
     import sql_sandbox  # type: ignore[no-redef]
@@ -356,6 +357,25 @@ def _baseline(task: Task, tables: frozenset, box: sql_sandbox.Sandbox) -> tuple[
                 box.apply(pending)
         KEPT.put(KEPT.baselines, key, found)
     return found
+
+
+class Searches:
+    """A row's searches after a match on the original and the neighbours, as ``verify`` calls them
+    (``search(sql, known)``): the one aimed at the difference (``aimed``), then the counterexample
+    search (``drawn``, ``neighbour_search``), the first database that decides ending both."""
+
+    def __init__(self, aimed: Task | None, drawn: neighbour_search.Task | None, limits: Limits) -> None:
+        self.aimed, self.drawn, self.limits = aimed, drawn, limits
+
+    def __call__(self, sql: str, known: gold_results.GoldResult) -> verify_mod.Searched:
+        first = search(self.aimed, sql, known, self.limits) if self.aimed is not None else None
+        if first is not None and (first.decided_on is not None or self.drawn is None):
+            return first
+        assert self.drawn is not None  # one of the two is given
+        then = neighbour_search.remembered(self.drawn, sql, known, self.limits)
+        if first is None:
+            return then
+        return then._replace(databases=first.databases + then.databases, steps=first.steps + then.steps)
 
 
 def forget() -> None:

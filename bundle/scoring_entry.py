@@ -383,17 +383,7 @@ def _search(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limi
     aimed = _difference_task(data, resolved, limits, caller)
     if task is None and aimed is None:
         return None
-
-    def run(sql: str, known: gold_results.GoldResult) -> verify_mod.Searched:
-        first = difference_search.search(aimed, sql, known, limits) if aimed is not None else None
-        if first is not None and (first.decided_on is not None or task is None):
-            return first
-        then = neighbour_search.remembered(task, sql, known, limits)  # type: ignore[arg-type]
-        if first is None:
-            return then
-        return then._replace(databases=first.databases + then.databases, steps=first.steps + then.steps)
-
-    return run
+    return difference_search.Searches(aimed, task, limits)
 
 
 def _difference_task(data: bundle_index.BundleData, resolved: bundle_index.Resolved, limits: Limits,

@@ -148,7 +148,7 @@ class Sandbox:
     def apply(self, statements: Statements, plain: bool = True) -> None:
         """Apply an edit inside a savepoint (``undo`` takes it back); to the unguarded twin too
         unless ``plain`` is False (its reads are done: only queries run now). Raises sqlite3.Error
-        where a statement fails (a constraint refuses it): the savepoint is then rolled back already."""
+        where a statement fails (a constraint refuses it): the edit is then taken back already."""
         if self.pending:
             raise RuntimeError("an edit is applied already: undo it first")
         conn = self.conn
@@ -156,7 +156,8 @@ class Sandbox:
         self._writable(conn)
         try:
             for target in targets:
-                target.execute("SAVEPOINT difference_edit")
+                if not target.in_transaction:  # the savepoint stays open between edits: undo rolls back to it
+                    target.execute("SAVEPOINT difference_edit")
             try:
                 for target in targets:
                     for sql, params in statements:
@@ -164,14 +165,13 @@ class Sandbox:
             except BaseException:
                 for target in targets:
                     target.execute("ROLLBACK TO difference_edit")
-                    target.execute("RELEASE difference_edit")
                 raise
         finally:
             self._guarded(conn)
         self.pending, self._on_plain = tuple(statements), plain
 
     def undo(self) -> None:
-        """Take back the edit applied (nothing when none is)."""
+        """Take back the edit applied (nothing when none is); the savepoint stays open for the next."""
         if not self.pending:
             return
         self.pending = ()
@@ -183,7 +183,6 @@ class Sandbox:
             for target in (self._plain if self._on_plain else None, conn):
                 if target is not None:
                     target.execute("ROLLBACK TO difference_edit")
-                    target.execute("RELEASE difference_edit")
         finally:
             self._guarded(conn)
 
