@@ -266,7 +266,7 @@ def _values(conn: sqlite3.Connection, col: Column, lane: Lane, linked: bool) -> 
                              f"ORDER BY count(*) {order}, {c} LIMIT 1").fetchone()
         if found is not None:
             out.append((found[0], note))  # two groups merged: the rows of one join the other
-    fresh = None if linked else _fresh(conn, col, None)
+    fresh = None if linked else _fresh(conn, col, None, far=True)
     if fresh is not None:
         out.append((fresh, "a value none holds"))
     if facts.nulls:
@@ -340,14 +340,19 @@ def _holds(conn: sqlite3.Connection, t: str, c: str, rowid: int, value: object) 
     return bool(found and found[0])
 
 
-def _fresh(conn: sqlite3.Connection, col: Column, base: object) -> object:
-    """A value the column does not hold, of its kind and format: one past its largest number, or a
-    text with a suffix (a formatted text with its last digits counted up)."""
+def _fresh(conn: sqlite3.Connection, col: Column, base: object, far: bool = False) -> object:
+    """A value the column does not hold, of its kind and format: one past its largest number (``far``:
+    as far past it again, enough to outweigh the other rows of a sum), or a text with a suffix (a
+    formatted text with its last digits counted up)."""
     t, c, facts = _q(col.table.name), _q(col.facts.name), col.facts
     if "integer" in facts.kinds or "real" in facts.kinds:
-        top = conn.execute(f"SELECT max({c}) FROM {t} WHERE typeof({c}) IN ('integer', 'real')").fetchone()[0]
+        found = conn.execute(f"SELECT max({c}), sum(abs({c})) FROM {t} WHERE typeof({c}) IN ('integer', 'real')").fetchone()
+        top = found[0] if isinstance(found[0], (int, float)) else 0
         step = 1 if "integer" in facts.kinds else 1.0
-        return (top if isinstance(top, (int, float)) else 0) + step
+        if far:
+            total = found[1] if isinstance(found[1], (int, float)) else 0
+            return top + (int(total) if "integer" in facts.kinds else float(total)) + step
+        return top + step
     if "text" not in facts.kinds:
         return None
     if base is None:
