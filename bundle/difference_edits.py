@@ -140,8 +140,13 @@ def _lane(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lan
     telling = sources.get(col.table.name.lower(), [])[:2] + _telling(conn, col, gold_comparisons)
     # An entity others link to and named by a literal keeps its name (a maker called volvo stays
     # the maker of the volvo models): another entity may be renamed, or a new one added.
-    named = _entity(profile, col.table.name) and "text" in col.facts.kinds and (col.facts.unique or col.facts.near_unique)
-    yield from _turns([_set(conn, profile, col, lane, telling, named), _moves(conn, profile, col, lane, telling, named)])
+    entity = _entity(profile, col.table.name)
+    named = entity and "text" in col.facts.kinds and (col.facts.unique or col.facts.near_unique)
+    # An entity's parents are facts (a car keeps its model, and its make's name still starts with the
+    # model's): only a row no other names (a like, an evaluation) moves to another parent.
+    moved = entity and col.facts.name.lower() in _linked(profile, col.table.name)
+    yield from _turns([_set(conn, profile, col, lane, telling, named, moved),
+                       _moves(conn, profile, col, lane, telling, named)])
 
 
 def _entity(profile: inv.Profile, table: str) -> bool:
@@ -150,9 +155,10 @@ def _entity(profile: inv.Profile, table: str) -> bool:
 
 
 def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane, telling: list[int],
-         named: bool) -> Iterator[Edit]:
+         named: bool, fixed: bool = False) -> Iterator[Edit]:
     """Cells set to the lane's values, one row at a time, then a new row holding each value (where
-    ``named``, the column names an entity: a row holding one of the lane's literals keeps it)."""
+    ``named``, the column names an entity: a row holding one of the lane's literals keeps it; where
+    ``fixed``, no row's cell changes: only the new rows)."""
     table, facts = col.table.name, col.facts
     t, c = _q(table), _q(facts.name)
     values = _values(conn, col, lane, facts.name.lower() in _linked(profile, table))
@@ -163,7 +169,7 @@ def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane
             telling + holders + _first(conn, t, 3)
         used = 0
         for rowid in dict.fromkeys(rows):
-            if used >= ROWS_PER_VALUE:
+            if used >= ROWS_PER_VALUE or fixed:
                 break
             if _holds(conn, t, c, rowid, value):
                 continue

@@ -226,17 +226,11 @@ def _try(task: Task, edit: difference_edits.Edit, sql: str, original: gold_resul
 
 
 def grouped(profile: inv.Profile, gold: str) -> frozenset:
-    """The columns ``gold`` needs repeated: grouped by, with a HAVING on the groups, where the query
-    reads one table or the column is a link (a one-to-many link repeats its parent); the column's
-    table read from the query's aliases, so that a name grouped across a join (``T1.Airline`` of
-    the airlines) is not taken for a link of the same name (``flights.Airline``)."""
-    reading = read(gold, _schema(profile))
-    if "HAVING" not in reading.words:
-        return frozenset()
+    """The columns ``gold`` needs repeated (``neighbour_values.grouped_columns``, each grouped column's
+    table read through the query's aliases)."""
+    names = {c.name.lower() for t in profile.tables for c in t.columns}
     links = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
-    one_table = len(reading.tables) == 1
-    return frozenset(column for (table, column), places in reading.mentions.items()
-                     if any(m.clause == "GROUP" for m in places) and (one_table or (table, column) in links))
+    return frozenset(nv.grouped_columns(gold, names, links, _schema(profile)))
 
 
 def kept_facts(profile: inv.Profile, gold: str) -> inv.Profile:

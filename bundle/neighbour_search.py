@@ -108,14 +108,15 @@ def focus(task: Task, sql: str) -> Focus:
     and BETWEEN bounds (a bound the prediction compares with is no more held than the gold's).
     ``focus(task, task.gold)`` is the gold's alone, which its own databases are drawn with."""
     names = {c.name.lower() for t in task.profile.tables for c in t.columns}
-    links = {c.lower() for k in task.profile.links for c in k.child_columns}
+    links = {(k.child.lower(), c.lower()) for k in task.profile.links for c in k.child_columns}
+    schema = {t.name.lower(): tuple(c.name.lower() for c in t.columns) for t in task.profile.tables}
     literals: dict[str, list] = {}
     for text in (task.gold, sql):
         for name, found in nv.literals_by_column(text, names).items():
             bucket = literals.setdefault(name, [])
             bucket.extend(v for v in found if v not in bucket)
     return Focus(literals, nv.literals_by_column(task.gold, names, patterns=True),
-                 frozenset(nv.grouped_columns(task.gold, names, links)),
+                 frozenset(nv.grouped_columns(task.gold, names, links, schema)),
                  frozenset(nv.sort_columns(task.gold, names) | nv.sort_columns(sql, names)),
                  frozenset(nv.extreme_columns(task.gold, names) | nv.extreme_columns(sql, names)),
                  nv.between_bounds(task.gold, names))

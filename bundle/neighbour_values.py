@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 
 try:
-    from . import sql_text
+    from . import difference_reading, sql_text
     from .neighbour_invariants import ColumnFacts, affinity, shape
 except ImportError:  # run as a standalone file
+    import difference_reading  # type: ignore[no-redef]
     import sql_text  # type: ignore[no-redef]
     from neighbour_invariants import ColumnFacts, affinity, shape  # type: ignore[no-redef]
 
@@ -163,23 +165,34 @@ def _one_table(words: list[str]) -> bool:
                                            for i, w in enumerate(words))
 
 
-def grouped_columns(sql: str, columns: set[str], links: set[str]) -> set[str]:
+def grouped_columns(sql: str, columns: set[str], links: set[str] | set[tuple[str, str]],
+                    schema: Mapping[str, tuple[str, ...]] | None = None) -> set[str]:
     """Columns ``sql`` needs repeated: grouped by, with a HAVING on the groups (lower-case names).
 
     ``GROUP BY hometown HAVING count(*) >= 2`` only returns rows where hometowns repeat. Only a
     column of a one-table query, or a link column (``links``: a one-to-many link repeats its
-    parent), counts; a name grouped across a join stays unique.
+    parent), counts; a name grouped across a join stays unique. With ``schema`` (table -> its
+    columns, lower case), ``links`` are (table, column) pairs and a grouped column's table is read
+    through the query's aliases: the airlines' ``T1.Airline`` (a name) is not the flights'
+    ``Airline`` (a link) of the same name.
 
     >>> sorted(grouped_columns("SELECT city FROM t GROUP BY city HAVING count(*) > 1", {"city"}, set()))
     ['city']
     >>> grouped_columns("SELECT a.n FROM a JOIN b ON a.id = b.aid GROUP BY a.n HAVING count(*) > 1", {"n"}, set())
     set()
+    >>> q = "SELECT T1.x FROM a AS T1 JOIN b AS T2 ON T1.id = T2.x GROUP BY T1.x HAVING count(*) > 1"
+    >>> grouped_columns(q, {"x", "id"}, {"x"}), grouped_columns(q, {"x", "id"}, {("b", "x")}, {"a": ("id", "x"), "b": ("x",)})
+    ({'x'}, set())
     """
     code = _code(sql)
     words = [t.upper for t in code]
     if "HAVING" not in words:
         return set()
     one = _one_table(words)
+    if schema is not None:
+        reading = difference_reading.read(sql, schema)
+        return {column for (table, column), places in reading.mentions.items()
+                if any(m.clause == "GROUP" for m in places) and (one or (table, column) in links)}
     found: set[str] = set()
     for i in range(len(code) - 1):
         if words[i] == "GROUP" and words[i + 1] == "BY":

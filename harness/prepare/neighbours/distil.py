@@ -148,7 +148,8 @@ def focus_for(golds: list[str], profile: inv.Profile) -> Focus:
     """What the golds of a database ask of its neighbours: their literals, grouped and sorted columns,
     BETWEEN bounds."""
     names = {c.name.lower() for t in profile.tables for c in t.columns}
-    links = {c.lower() for k in profile.links for c in k.child_columns}
+    links = {(k.child.lower(), c.lower()) for k in profile.links for c in k.child_columns}
+    schema = {t.name.lower(): tuple(c.name.lower() for c in t.columns) for t in profile.tables}
     literals: dict[str, list] = {}
     grouped: set[str] = set()
     ordered: set[str] = set()
@@ -156,7 +157,7 @@ def focus_for(golds: list[str], profile: inv.Profile) -> Focus:
     patterns: dict[str, list] = {}
     ranges: dict[str, list] = {}
     for gold in golds:
-        grouped |= nv.grouped_columns(gold, names, links)
+        grouped |= nv.grouped_columns(gold, names, links, schema)
         ordered |= nv.sort_columns(gold, names)
         extremes |= nv.extreme_columns(gold, names)
         for into, found_by_column in ((literals, nv.literals_by_column(gold, names)),
