@@ -183,9 +183,12 @@ def test_shards_cover_every_row_once_in_order():
             assert all(0 < b - a <= grader_pool.MOST_ROWS_A_SHARD for a, b in spans)
 
 
-def test_a_second_stage_reads_the_search_databases_the_first_kept_with_the_same_results(data, capsys):
+def test_a_second_stage_reads_the_search_databases_the_first_kept_with_the_same_results(data, capsys, monkeypatch):
     """`grade` keeps the search's databases in DATA/cache/search: the next stage finds every one of
-    them (none written again) and writes the same results; `--search-cache off` keeps nothing."""
+    them (none written again) and writes the same results; `--search-cache off` keeps nothing. (The
+    search aimed at the difference, which decides the sample's wrong answers before the counterexample
+    search is reached, is off here.)"""
+    monkeypatch.setenv("SPIDER_SCORING_DIFFERENCE", "off")
     folder = data / "cache" / "search"
     first, second, off = data / "first.jsonl", data / "second.jsonl", data / "off.jsonl"
     assert grade(data, "s", "--completions", str(BASE_COMPLETIONS), "--output", str(first)) == 0

@@ -3,7 +3,9 @@ database could reject (the oracle and its witness), the figures per family and g
 prepare's separation closing what the oracle finds, byte-reproducibly.
 
 The near misses come from a small generator written here (``FAMILIES``): the tests are about the
-measurement and the fix, not about harness.audit.families."""
+measurement and the fix, not about harness.audit.families. The search aimed at the difference
+(bundle/difference_search.py) rejects these near misses at scoring time, so the module turns it off
+(``SPIDER_SCORING_DIFFERENCE=off``): what is measured here is the neighbours and their separation."""
 
 from __future__ import annotations
 
@@ -86,6 +88,13 @@ def _prepare(out: Path, fixture_dbs: dict[str, Path], *, separation: bool, which
     summary = job.prepare(job.sample_source(), rules, job.SAMPLE_SIZES, out, neighbours=plan, review=review)
     pack.pack(out / "bundle", out / "spider-scoring.zip")
     return summary
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_difference():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPIDER_SCORING_DIFFERENCE", "off")
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -103,8 +103,10 @@ def test_the_verdict_is_a_pure_function_whatever_the_process_and_hash_seed(pets)
 
 # --- where it runs: the settings ----------------------------------------------------------------------
 
-def _call(root: Path, caller: str, search: str | None = None) -> int:
-    limits = scoring_entry.current_limits()
+def _call(root: Path, caller: str, search: str | None = None, difference: str = "off") -> int:
+    """The databases searched for a right answer (``difference``: the search aimed at the difference,
+    off unless asked, so that ``searched`` counts the counterexample search's databases alone)."""
+    limits = scoring_entry.current_limits().replace(difference=difference)
     limits = limits.replace(search=search) if search else limits
     call = scoring_entry.read_call({"output": "SELECT count(owner_id) FROM Owner",  # right: it searches everything
                                     "expected": "SELECT count(*) FROM Owner"})
@@ -122,3 +124,17 @@ SETTINGS = [
 @pytest.mark.parametrize("caller, setting, searches", SETTINGS)
 def test_the_setting_says_who_searches(neighbour_bundle, caller, setting, searches):
     assert (_call(neighbour_bundle, caller, setting) > 0) is searches
+
+
+DIFFERENCE_SETTINGS = [
+    pytest.param("reward", "always", True, id="the search aimed at the difference runs for the reward by default"),
+    pytest.param("grader", "always", True, id="and for the grader"),
+    pytest.param("reward", "grader", False, id="not for the reward when it is the grader's only"),
+    pytest.param("grader", "off", False, id="for nobody when it is off"),
+]
+
+
+@pytest.mark.parametrize("caller, setting, searches", DIFFERENCE_SETTINGS)
+def test_the_difference_setting_says_who_searches_edits(neighbour_bundle, caller, setting, searches):
+    assert scoring_entry.current_limits().difference == "always"  # the default
+    assert (_call(neighbour_bundle, caller, "off", difference=setting) > 0) is searches

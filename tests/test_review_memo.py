@@ -1,5 +1,8 @@
 """prepare's review kept per database for the next build (harness/common/memo.py, harness/audit/review_memo.py):
-the same summary and bundle whichever way the parts came, and nothing done again that was kept."""
+the same summary and bundle whichever way the parts came, and nothing done again that was kept.
+
+The search aimed at the difference rejects the sample's holes at scoring time, so the builds here turn it
+off (``SPIDER_SCORING_DIFFERENCE=off``): every kind of part then has work to keep."""
 
 from __future__ import annotations
 
@@ -35,6 +38,13 @@ def produced(out: Path) -> dict[str, str]:
 def entries(folder: Path) -> dict[str, set[str]]:
     """kind -> the keys kept under the memo folder."""
     return {kind: {p.parent.name for p in (folder / kind).rglob(ENTRY)} for kind in KINDS}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_difference():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPIDER_SCORING_DIFFERENCE", "off")
+        yield
 
 
 @pytest.fixture(scope="module")
