@@ -194,13 +194,18 @@ class Sandbox:
             raise SandboxBroken("a query changed the in-memory copy, which its guards should have refused")
 
     def _writable(self, conn: sqlite3.Connection) -> None:
-        conn.set_authorizer(None)
+        conn.set_authorizer(_allow_all)  # not None: Python before 3.11 cannot lift an authorizer so
         conn.execute("PRAGMA query_only=0")
 
     def _guarded(self, conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA query_only=1")
         conn.set_authorizer(self._authorize)
         self.changes = conn.total_changes
+
+
+def _allow_all(*_args: object) -> int:
+    """The authorizer while the bundle's own statements edit the copy."""
+    return sqlite3.SQLITE_OK
 
 
 def _lenient_text(data: bytes) -> str:

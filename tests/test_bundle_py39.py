@@ -97,13 +97,16 @@ grader = importlib.import_module("bundle_under_test.grader")
 out = {
     "calls": [grader.grade(output=o, expected=e) for o, e in json.loads(sys.argv[1])],
     "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
-                            for m in ("neighbour_source", "neighbour_values", "neighbour_mining", "neighbour_proof")),
+                            for m in ("neighbour_source", "neighbour_values", "neighbour_mining", "neighbour_proof",
+                                      "sql_sandbox", "difference_reading")),
 }
 print(json.dumps(out))
 """
 SEARCHED = [("SELECT count(owner_id) FROM Owner", "SELECT count(*) FROM Owner"),  # right: the whole search runs
             ("SELECT name , city FROM Owner WHERE age >= 41", "SELECT name , city FROM Owner WHERE age > 40"),
-            ("SELECT avg(weight) FROM Pet WHERE species = 'dog' AND weight > 1", "SELECT avg(weight) FROM Pet WHERE species = 'dog'")]
+            ("SELECT avg(weight) FROM Pet WHERE species = 'dog' AND weight > 1", "SELECT avg(weight) FROM Pet WHERE species = 'dog'"),
+            # decided on an edit of the original (the search aimed at the difference: 'dog' inside a longer text)
+            ("SELECT avg(weight) FROM Pet WHERE species LIKE '%dog%'", "SELECT avg(weight) FROM Pet WHERE species = 'dog'")]
 
 
 def test_neighbours_and_the_search_give_the_same_verdicts_on_python_39(docker_client, neighbour_bundle, tmp_path,
@@ -129,3 +132,4 @@ def test_neighbours_and_the_search_give_the_same_verdicts_on_python_39(docker_cl
         assert (got["outcome"], got["explanation"], got["decided_on"], got["searched"]) == \
             (here.outcome, here.detail, here.decided_on, here.searched)
     assert there["calls"][0]["searched"] > 0
+    assert there["calls"][-1]["decided_on"].startswith("edit ")  # the edits too run on Python 3.9
