@@ -110,7 +110,7 @@ class Limits:
         "its gold) after a match on the original and its neighbours: for the reward's and the grader's calls, for "
         "the grader's only, or never (docs/neighbours.md)", DIFFERENCE)
     difference_edits: int = _setting(
-        48, "edits", "edits of the original the search aimed at the difference may judge one answer on")
+        32, "edits", "edits of the original the search aimed at the difference may judge one answer on")
     difference_steps: int = _setting(
         5_000_000, "VM steps", "work that search may do in all for one answer: the gold's runs, the proofs of the "
         "edits and the answer's runs")
