@@ -94,12 +94,25 @@ def open_guarded(path: str, limits: Limits) -> Guarded:
         conn.execute(f"PRAGMA cache_size=-{int(limits.cache_pages_kib)}")
         conn.execute("PRAGMA mmap_size=0")
         conn.execute("PRAGMA query_only=1")
+        harden_schema(conn)
         # Reads the schema now, before the length limit (a CREATE statement may be longer than a value).
         tables = readable_tables(conn)
         _apply_heap_limit(conn, limits.heap_limit_bytes)
     except sqlite3.Error as exc:
         raise ConnectionFailed(f"cannot open {path}: {exc}") from None
     return guard(conn, path, limits, tables)
+
+
+def harden_schema(conn: sqlite3.Connection) -> None:
+    """Trust nothing the database file itself holds: ``trusted_schema=OFF`` (a view, trigger, CHECK or
+    index may call no function that is not innocuous), and SQLite's DEFENSIVE flag where this Python
+    can set it (``Connection.setconfig``, 3.12+): no writable schema, no shadow-table writes. Layers
+    beside the authorizer, which refuses such calls in a query already."""
+    conn.execute("PRAGMA trusted_schema=OFF")
+    setconfig = getattr(conn, "setconfig", None)
+    defensive = getattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE", None)
+    if setconfig is not None and defensive is not None:
+        setconfig(defensive, True)
 
 
 def readable_tables(conn: sqlite3.Connection) -> frozenset:

@@ -126,7 +126,8 @@ _RESULT_CODE_KIND = {
     14: INFRASTRUCTURE, 26: INFRASTRUCTURE,  # PERM IOERR CORRUPT FULL CANTOPEN NOTADB
 }
 _MESSAGE_KIND = (
-    ("not authorized", FORBIDDEN), ("vtable constructor failed", FORBIDDEN), ("too big", OVER_CAP),
+    ("not authorized", FORBIDDEN), ("vtable constructor failed", FORBIDDEN), ("unsafe use of", FORBIDDEN),
+    ("too big", OVER_CAP),
     ("out of memory", OVER_CAP), ("one statement at a time", FORBIDDEN), ("readonly", FORBIDDEN),
     ("not a database", INFRASTRUCTURE), ("malformed", INFRASTRUCTURE), ("disk i/o", INFRASTRUCTURE),
     ("unable to open", INFRASTRUCTURE),

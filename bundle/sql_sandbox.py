@@ -118,6 +118,7 @@ class Sandbox:
             conn.execute("PRAGMA temp_store=MEMORY")
             tables = sql_connection.readable_tables(conn)
             conn.execute("PRAGMA query_only=1")
+            sql_connection.harden_schema(conn)
             guarded = sql_connection.guard(conn, ":memory:", self.limits, tables)
         except (sqlite3.Error, OSError, sql_connection.ConnectionFailed) as exc:
             self.close()

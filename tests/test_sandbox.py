@@ -136,6 +136,41 @@ def sqlite3_connect_guarded_without_authorizer(path):
     return sqlite3.connect(sql_guard.database_uri(path), uri=True)
 
 
+SCHEMA_TRAPS = """
+CREATE TABLE t(a INTEGER, b TEXT);
+INSERT INTO t VALUES (1, 'x'), (2, 'y');
+CREATE VIEW clocked AS SELECT a, date('now') AS d FROM t;
+CREATE VIEW loader AS SELECT a, load_extension('nothing') AS l FROM t;
+CREATE VIEW charged AS SELECT a, upper(b) AS u FROM t;
+CREATE TRIGGER noisy AFTER INSERT ON t BEGIN SELECT load_extension('nothing'); END;
+"""
+
+
+@pytest.mark.parametrize("sql, outcome", [
+    pytest.param("SELECT * FROM clocked", "forbidden", id="a view reading the clock"),
+    pytest.param("SELECT * FROM loader", "forbidden", id="a view loading an extension"),
+    pytest.param("SELECT * FROM charged", "forbidden", id="a view calling a function the file may not: trusted_schema off"),
+    pytest.param("SELECT a FROM t", "match", id="the table itself reads as usual"),
+])
+def test_a_database_file_can_call_nothing_through_its_schema(tmp_path, sql, outcome):
+    """Defense in depth (issue 38, item 5): every connection trusts nothing the file's schema holds
+    (``trusted_schema=OFF``; SQLite's DEFENSIVE flag where Python can set it), beside the authorizer."""
+    import sqlite3
+    path = tmp_path / "traps.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SCHEMA_TRAPS)
+    conn.close()
+    gold = "SELECT a FROM t" if outcome == "match" else "SELECT 1, 2"
+    verdict = verify(sql, gold, str(path), is_sql=True)
+    assert verdict.outcome == outcome, verdict.detail
+    guarded = sql_guard.open_guarded(str(path), DEFAULT_LIMITS).conn
+    try:
+        guarded.set_authorizer(None) if sys.version_info >= (3, 11) else None
+        assert guarded.execute("PRAGMA trusted_schema").fetchone() == (0,)
+    finally:
+        guarded.close()
+
+
 def test_missing_database_is_infrastructure(tmp_path):
     verdict = verify("SELECT 1", "SELECT 1", str(tmp_path / "absent.sqlite"))
     assert verdict.outcome == "infrastructure_error" and verdict.score is None
