@@ -74,8 +74,14 @@ def edits(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference, gold
             lanes.append(_lane(conn, profile, found, lane, comparisons, sources))
     rows = _rows(conn, profile, diff, sources)
     lanes.insert(0 if diff.shape_differs or not lanes else min(1, len(lanes)), rows)
+    # A column both compare with a literal takes its turns with the lanes (where the two join or
+    # read otherwise, the rows that condition keeps are what shows it); the other shared ones after.
+    for lane in diff.shared:
+        found = _column(profile, lane)
+        if found is not None and lane.literals:
+            lanes.append(_lane(conn, profile, found, lane, comparisons, sources))
     later = [_lane(conn, profile, found, lane, comparisons, sources) for lane in diff.shared
-             for found in [_column(profile, lane)] if found is not None]
+             for found in [_column(profile, lane)] if found is not None and not lane.literals]
     out: list[Edit] = []
     seen: set[tuple] = set()
     for group in (lanes, later):
@@ -161,15 +167,19 @@ def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane
     ``fixed``, no row's cell changes: only the new rows)."""
     table, facts = col.table.name, col.facts
     t, c = _q(table), _q(facts.name)
-    values = _values(conn, col, lane, facts.name.lower() in _linked(profile, table))
+    linked = facts.name.lower() in _linked(profile, table)
+    # A link's cell names a parent: a row moves only to a parent that is there; a new row may name
+    # a new parent, which the copy adds (``_CopyPlan``).
+    kept = {(type(v).__name__, repr(v)) for v, _n in _values(conn, col, lane, True)} if linked else None
     holders = _holding(conn, t, c, lane.literals)
-    for value, note in values:
+    for value, note in _values(conn, col, lane, False):
         # an entity named by a literal keeps its name; another entity may take a name beside it
         rows = [r for r in telling + _first(conn, t, 3) if r not in holders] if named else \
             telling + holders + _first(conn, t, 3)
+        moves = kept is None or (type(value).__name__, repr(value)) in kept
         used = 0
         for rowid in dict.fromkeys(rows):
-            if used >= ROWS_PER_VALUE or fixed:
+            if used >= ROWS_PER_VALUE or fixed or not moves:
                 break
             if _holds(conn, t, c, rowid, value):
                 continue
@@ -521,6 +531,19 @@ class _CopyPlan:
                 if parent_col.lower() not in made[1]:
                     return None
                 chosen[child_col.lower()] = made[1][parent_col.lower()]
+        for link in self.profile.links_of(table.name):  # a value naming no parent: the parent is added
+            if link == satisfied or not all(c.lower() in chosen for c in link.child_columns) or \
+                    self._named(link, [chosen[c.lower()] for c in link.child_columns]):
+                continue
+            parent, found = self._table(link.parent), _parent_row(self.conn, link, rowid)
+            values = {p.lower(): chosen[c.lower()] for c, p in zip(link.child_columns, link.parent_columns)}
+            made = None if parent is None or found is None else self.copy(parent, found, values, depth + 1,
+                                                                           satisfied=link)
+            if made is None:
+                return None
+            before += made[0]
+            self.taken.setdefault(("parent", link.parent.lower()), []).append(
+                tuple(chosen[c.lower()] for c in link.child_columns))
         insert = self._insert(table, rowid, chosen)
         if insert is None:
             return None
@@ -538,6 +561,17 @@ class _CopyPlan:
                     return None
                 after += made[0]
         return tuple(before) + (insert,) + tuple(after), chosen
+
+    def _named(self, link: inv.Link, values: list) -> bool:
+        """Whether the link's parent holds a row with ``values`` (or another row of this edit adds one)."""
+        if any(v is None for v in values):
+            return True  # NULL names no parent, and needs none
+        added = self.taken.get(("parent", link.parent.lower()), [])
+        if tuple(values) in added:
+            return True
+        where = " AND ".join(f"{_q(p)} = ?" for p in link.parent_columns)
+        return self.conn.execute(f"SELECT 1 FROM {_q(link.parent)} WHERE {where} LIMIT 1", tuple(values)).fetchone() \
+            is not None
 
     def _insert(self, table: inv.TableFacts, rowid: int, chosen: dict) -> tuple[str, tuple] | None:
         """The INSERT of the copy, its keys (and the columns that must stay unique) fresh; ``chosen``
