@@ -74,14 +74,16 @@ def edits(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference, gold
             lanes.append(_lane(conn, profile, found, lane, comparisons, sources))
     rows = _rows(conn, profile, diff, sources)
     lanes.insert(0 if diff.shape_differs or not lanes else min(1, len(lanes)), rows)
-    # A column both compare with a literal takes its turns with the lanes (where the two join or
-    # read otherwise, the rows that condition keeps are what shows it); the other shared ones after.
+    # Where the two differ in columns but compare no literal differently (they join or group
+    # otherwise), a column both compare with a literal takes its turns with the lanes: the rows that
+    # condition keeps are what shows the difference. Otherwise, and for the other shared columns, after.
+    early = bool(diff.lanes) and not any(lane.literals for lane in diff.lanes)
     for lane in diff.shared:
         found = _column(profile, lane)
-        if found is not None and lane.literals:
+        if found is not None and lane.literals and early:
             lanes.append(_lane(conn, profile, found, lane, comparisons, sources))
     later = [_lane(conn, profile, found, lane, comparisons, sources) for lane in diff.shared
-             for found in [_column(profile, lane)] if found is not None and not lane.literals]
+             for found in [_column(profile, lane)] if found is not None and not (lane.literals and early)]
     out: list[Edit] = []
     seen: set[tuple] = set()
     for group in (lanes, later):
@@ -501,6 +503,9 @@ def _touched(profile: inv.Profile, statements: tuple[tuple[str, tuple], ...]) ->
     return out
 
 
+_UNSET = object()  # a column a new row copies from its source (not among the values it sets)
+
+
 class _CopyPlan:
     """The rows one copy edit inserts, planned table by table: the fresh values given so far (no two
     new rows get the same), whether it is a twin and what a twin keeps."""
@@ -508,6 +513,7 @@ class _CopyPlan:
     def __init__(self, conn: sqlite3.Connection, profile: inv.Profile, twin: bool, keep: frozenset) -> None:
         self.conn, self.profile, self.twin, self.keep = conn, profile, twin, keep
         self.taken: dict[tuple[str, str], list] = {}
+        self.made: dict[str, list[dict]] = {}  # table -> the values set anew in each row it adds
 
     def _table(self, name: str) -> inv.TableFacts | None:
         return next((t for t in self.profile.tables if t.name.lower() == name.lower()), None)
@@ -542,11 +548,10 @@ class _CopyPlan:
             if made is None:
                 return None
             before += made[0]
-            self.taken.setdefault(("parent", link.parent.lower()), []).append(
-                tuple(chosen[c.lower()] for c in link.child_columns))
         insert = self._insert(table, rowid, chosen)
         if insert is None:
             return None
+        self.made.setdefault(table.name.lower(), []).append(chosen)
         after: list[tuple[str, tuple]] = []
         for link in self.profile.links:  # where every parent is referenced, the new one gets a child too
             if link.parent.lower() != table.name.lower() or link.child.lower() == table.name.lower() \
@@ -566,8 +571,9 @@ class _CopyPlan:
         """Whether the link's parent holds a row with ``values`` (or another row of this edit adds one)."""
         if any(v is None for v in values):
             return True  # NULL names no parent, and needs none
-        added = self.taken.get(("parent", link.parent.lower()), [])
-        if tuple(values) in added:
+        made = [tuple(row.get(p.lower(), _UNSET) for p in link.parent_columns)
+                for row in self.made.get(link.parent.lower(), [])]
+        if tuple(values) in made:
             return True
         where = " AND ".join(f"{_q(p)} = ?" for p in link.parent_columns)
         return self.conn.execute(f"SELECT 1 FROM {_q(link.parent)} WHERE {where} LIMIT 1", tuple(values)).fetchone() \

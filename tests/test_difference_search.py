@@ -243,3 +243,32 @@ class TestSandbox:
         box.undo()
         box.close()
         assert inn.read_bytes() == before
+
+
+FILMS = """
+CREATE TABLE Movie (mID INTEGER PRIMARY KEY, title TEXT, director TEXT);
+CREATE TABLE Reviewer (rID INTEGER PRIMARY KEY, name TEXT);
+CREATE TABLE Rating (rID INTEGER REFERENCES Reviewer(rID), mID INTEGER REFERENCES Movie(mID), stars INTEGER);
+INSERT INTO Movie VALUES (101, 'Gone with the Wind', 'Victor Fleming'), (102, 'Star Wars', 'George Lucas'),
+  (103, 'Titanic', 'James Cameron'), (104, 'Avatar', 'James Cameron');
+INSERT INTO Reviewer VALUES (201, 'Sarah Martinez'), (202, 'Daniel Lewis');
+INSERT INTO Rating VALUES (201, 101, 2), (201, 103, 4), (202, 104, 3), (202, 102, 5);
+"""
+
+
+def test_a_copy_with_its_children_adds_each_parent_once(tmp_path):
+    """A copied movie's ratings name the new movie: the copy adds it once, never a second row with
+    the same key for the ratings to name (the edit would fail and be spent)."""
+    path = _database(tmp_path, "films", FILMS)
+    gold = "SELECT title FROM Movie WHERE director = 'James Cameron'"
+    task = _task(path, gold)
+    diff = difference(gold, "SELECT title FROM Movie WHERE director <= 'James Cameron'",
+                      difference_search._schema(task.profile))
+    box = sql_sandbox.sandbox(task.path, LIMITS)
+    copies = [e for e in edits(box.plain, task.profile, diff, gold, 48) if "its rows in other tables" in e.what]
+    assert copies
+    for edit in copies:
+        movies = [args for text, args in edit.statements if text.startswith('INSERT INTO "Movie"')]
+        assert len({args[0] for args in movies}) == len(movies), edit.statements
+        box.apply(edit.statements)  # raises on a repeated key
+        box.undo()
