@@ -31,15 +31,18 @@ from typing import NamedTuple
 try:
     from . import neighbour_invariants as inv
     from . import neighbour_values as nv
+    from . import sql_text
     from .difference_reading import Difference, Lane, provenance
 except ImportError:  # run as a standalone file
     import neighbour_invariants as inv  # type: ignore[no-redef]
     import neighbour_values as nv  # type: ignore[no-redef]
+    import sql_text  # type: ignore[no-redef]
     from difference_reading import Difference, Lane, provenance  # type: ignore[no-redef]
 
 ROWS_PER_VALUE = 2  # rows given one value, one at a time
 VALUES_PER_LANE = 12  # values a lane offers at most
 CASCADE_DEPTH = 3  # links followed when a removed row's dependants go with it
+READ_AVOIDED = 64  # rows the gold reads that the search for a row it does not read passes over, at most
 CHILDREN = 3  # rows of each linked table a twin copied with its children takes along
 FILLER = nv.FILLERS[1]
 
@@ -67,11 +70,14 @@ def edits(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference, gold
     names = {c.name.lower() for t in profile.tables for c in t.columns}
     comparisons = nv.comparisons_by_column(gold, names)
     sources = _sources(conn, gold, profile)
+    # A gold with OR keeps rows for other reasons than one column's: new rows copy, in turns, a row
+    # it reads and one it does not (``_set``).
+    either = any(t.kind == "word" and t.text.upper() == "OR" for t in sql_text.code_tokens(gold))
     lanes: list[Iterator[Edit]] = []
     for lane in diff.lanes:
         found = _column(profile, lane)
         if found is not None:
-            lanes.append(_lane(conn, profile, found, lane, comparisons, sources))
+            lanes.append(_lane(conn, profile, found, lane, comparisons, sources, either))
     rows = _rows(conn, profile, diff, sources)
     lanes.insert(0 if diff.shape_differs or not lanes else min(1, len(lanes)), rows)
     # Where the two differ in columns but compare no literal differently (they join or group
@@ -81,8 +87,8 @@ def edits(conn: sqlite3.Connection, profile: inv.Profile, diff: Difference, gold
     for lane in diff.shared:
         found = _column(profile, lane)
         if found is not None and lane.literals and early:
-            lanes.append(_lane(conn, profile, found, lane, comparisons, sources))
-    later = [_lane(conn, profile, found, lane, comparisons, sources) for lane in diff.shared
+            lanes.append(_lane(conn, profile, found, lane, comparisons, sources, either))
+    later = [_lane(conn, profile, found, lane, comparisons, sources, either) for lane in diff.shared
              for found in [_column(profile, lane)] if found is not None and not (lane.literals and early)]
     out: list[Edit] = []
     seen: set[tuple] = set()
@@ -139,7 +145,7 @@ def _linked(profile: inv.Profile, table: str) -> set[str]:
 # ---- a column's cells -------------------------------------------------------------------------------
 
 def _lane(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane,
-          gold_comparisons: dict, sources: dict[str, list[int]]) -> Iterator[Edit]:
+          gold_comparisons: dict, sources: dict[str, list[int]], either: bool = False) -> Iterator[Edit]:
     """A column's edits: its cells set to values around the literals (``_set``) in turns with two
     rows swapping their values, every row holding a literal moved at once, and a key renumbered
     with the rows that name it (``_moves``)."""
@@ -153,7 +159,8 @@ def _lane(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lan
     # An entity's parents are facts (a car keeps its model, and its make's name still starts with the
     # model's): only a row no other names (a like, an evaluation) moves to another parent.
     moved = entity and col.facts.name.lower() in _linked(profile, col.table.name)
-    yield from _turns([_set(conn, profile, col, lane, telling, named, moved),
+    read = sources.get(col.table.name.lower(), [])[:READ_AVOIDED] if either else None
+    yield from _turns([_set(conn, profile, col, lane, telling, named, moved, read),
                        _moves(conn, profile, col, lane, telling, named)])
 
 
@@ -163,7 +170,7 @@ def _entity(profile: inv.Profile, table: str) -> bool:
 
 
 def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane, telling: list[int],
-         named: bool, fixed: bool = False) -> Iterator[Edit]:
+         named: bool, fixed: bool = False, read: list[int] | None = None) -> Iterator[Edit]:
     """Cells set to the lane's values, one row at a time, then a new row holding each value (where
     ``named``, the column names an entity: a row holding one of the lane's literals keeps it; where
     ``fixed``, no row's cell changes: only the new rows)."""
@@ -174,7 +181,10 @@ def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane
     # a new parent, which the copy adds (``_CopyPlan``).
     kept = {(type(v).__name__, repr(v)) for v, _n in _values(conn, col, lane, True)} if linked else None
     holders = _holding(conn, t, c, lane.literals)
-    for value, note in _values(conn, col, lane, False):
+    # New rows copy, in turns, a row the gold reads and one it does not (where the gold's other
+    # conditions already keep every row it reads, only a row they leave out shows this column).
+    unread = [] if read is None else _first(conn, t, 1, avoid=read + telling)
+    for k, (value, note) in enumerate(_values(conn, col, lane, False)):
         # an entity named by a literal keeps its name; another entity may take a name beside it
         rows = [r for r in telling + _first(conn, t, 3) if r not in holders] if named else \
             telling + holders + _first(conn, t, 3)
@@ -188,7 +198,8 @@ def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane
             used += 1
             yield Edit(f"{table}.{facts.name} of row {rowid} set to {note}",
                        ((f"UPDATE {t} SET {c} = ? WHERE rowid = ?", (value, rowid)),), (table,))
-        added = _copy(conn, profile, col.table, rows[:1], {facts.name: value}, children=True)
+        sources = [rows[0]] + [r for r in unread if r not in rows[:1]] if rows else []
+        added = _copy(conn, profile, col.table, sources[k % len(sources):][:1], {facts.name: value}, children=True)
         if added is not None:
             yield added._replace(what=f"{added.what} holding {note} in {facts.name}")
 
@@ -349,7 +360,12 @@ def _telling(conn: sqlite3.Connection, col: Column, comparisons: dict) -> list[i
     return [r[0] for r in conn.execute(sql, tuple(v for _t, v in terms[:6]))]
 
 
-def _first(conn: sqlite3.Connection, t: str, count: int = 1) -> list[int]:
+def _first(conn: sqlite3.Connection, t: str, count: int = 1, avoid: list[int] | None = None) -> list[int]:
+    """The first ``count`` rows of ``t`` (none of ``avoid``)."""
+    if avoid:
+        marks = ", ".join("?" * len(avoid))
+        return [r[0] for r in conn.execute(f"SELECT rowid FROM {t} WHERE rowid NOT IN ({marks}) ORDER BY rowid LIMIT ?",
+                                           (*avoid, count))]
     return [r[0] for r in conn.execute(f"SELECT rowid FROM {t} ORDER BY rowid LIMIT ?", (count,))]
 
 

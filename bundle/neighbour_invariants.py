@@ -268,6 +268,13 @@ def orphans_sql(link: Link) -> str:
     return f"SELECT count(*) FROM {quote(link.child)} WHERE {orphans_where(link)}"
 
 
+def orphan_values_sql(link: Link) -> str:
+    """How many distinct link values child rows hold that no parent holds (a copy of an orphan adds
+    none; a parent renamed under its children adds one)."""
+    return (f"SELECT count(*) FROM (SELECT DISTINCT {', '.join(quote(c) for c in link.child_columns)} "
+            f"FROM {quote(link.child)} WHERE {orphans_where(link)})")
+
+
 def unreferenced_sql(link: Link) -> str:
     return f"SELECT count(*) FROM {quote(link.parent)} WHERE {unreferenced_where(link)}"
 

@@ -65,9 +65,9 @@ def violations(profile: inv.Profile, conn: sqlite3.Connection, repeats_allowed: 
     for link in profile.links:
         if tables is not None and link.child.lower() not in tables and link.parent.lower() not in tables:
             continue
-        orphans = inv._scalar(conn, inv.orphans_sql(link))
+        orphans = inv._scalar(conn, inv.orphan_values_sql(link))
         if orphans:
-            out.append(f"{link.describe()}: {orphans} rows without their parent")
+            out.append(f"{link.describe()}: {orphans} values no parent holds")
         if link.total:
             unreferenced = inv._scalar(conn, inv.unreferenced_sql(link))
             if unreferenced:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle import difference_search, neighbour_mining, sql_connection, sql_guard, sql_sandbox
+from bundle import difference_edits, difference_search, neighbour_mining, sql_connection, sql_guard, sql_sandbox
 from bundle.difference_edits import edits
 from bundle.difference_reading import difference
 from bundle.neighbour_invariants import open_read_only
@@ -272,3 +272,70 @@ def test_a_copy_with_its_children_adds_each_parent_once(tmp_path):
         assert len({args[0] for args in movies}) == len(movies), edit.statements
         box.apply(edit.statements)  # raises on a repeated key
         box.undo()
+
+
+CARS = """
+CREATE TABLE model_list (ModelId INTEGER PRIMARY KEY, Model TEXT UNIQUE);
+CREATE TABLE car_names (MakeId INTEGER PRIMARY KEY, Model TEXT REFERENCES model_list(Model), Make TEXT);
+INSERT INTO model_list VALUES (1, 'amc'), (2, 'audi'), (3, 'bmw'), (4, 'volkswagen');
+INSERT INTO car_names VALUES (1, 'amc', 'amc hornet'), (2, 'audi', 'audi 100ls'), (3, 'bmw', 'bmw 2002'),
+  (4, 'amc', 'amc gremlin'), (5, ' volkswagen', 'vw rabbit');
+"""
+
+
+def test_an_edit_may_copy_what_the_original_breaks_never_break_it_further(tmp_path):
+    """car_1 already holds a car whose model no model row names (' volkswagen'): a copy of that car
+    adds no value the link misses and may judge; a model renamed under its cars adds one and never
+    judges (the gold would be judged on a database the original's facts do not allow)."""
+    path = _database(tmp_path, "cars", CARS)
+    gold = "SELECT count(*) FROM car_names WHERE Model = 'amc'"
+    task = _task(path, gold)
+    box = sql_sandbox.sandbox(task.path, LIMITS)
+    original = gold_result(gold, str(path), LIMITS)
+    copy = difference_edits.Edit("the orphan car copied", (
+        ("INSERT INTO car_names VALUES (6, ' volkswagen', 'vw golf')", ()),), ("car_names",))
+    renamed = difference_edits.Edit("amc renamed under its cars", (
+        ("UPDATE model_list SET Model = 'amc motors' WHERE ModelId = 1", ()),), ("model_list",))
+    difference_search.forget()
+    judged, _ = difference_search._try(task, copy, "SELECT 2", original, box, LIMITS, 10 ** 9)
+    assert judged.gold is not None
+    refused, _ = difference_search._try(task, renamed, "SELECT 2", original, box, LIMITS, 10 ** 9)
+    assert refused.gold is None
+
+
+PETS = """
+CREATE TABLE Student (StuID INTEGER PRIMARY KEY, LName TEXT, Age INTEGER);
+CREATE TABLE Pets (PetID INTEGER PRIMARY KEY, PetType TEXT, pet_age INTEGER, weight REAL);
+CREATE TABLE Has_Pet (StuID INTEGER REFERENCES Student(StuID), PetID INTEGER REFERENCES Pets(PetID));
+INSERT INTO Student VALUES (1001, 'Smith', 18), (1002, 'Kim', 19), (1003, 'Jones', 21), (1004, 'Lee', 20);
+INSERT INTO Pets VALUES (2001, 'cat', 3, 12.0), (2002, 'dog', 2, 13.4), (2003, 'dog', 1, 9.3);
+INSERT INTO Has_Pet VALUES (1001, 2001), (1002, 2002), (1002, 2003);
+"""
+
+
+def test_a_copy_may_repeat_a_number_unique_by_chance(tmp_path):
+    """Three pets have three ages by chance, not by a key: a copied cat keeps its age 3 under another
+    type and shows an answer that forgets the type (labelled pair edit-005, pets_1; the search's rows
+    keep only the original's facts, not its coincidences)."""
+    path = _database(tmp_path, "pets", PETS)
+    gold = ("SELECT T1.LName FROM Student AS T1 JOIN Has_Pet AS T2 ON T1.StuID = T2.StuID JOIN Pets AS T3"
+            " ON T3.PetID = T2.PetID WHERE T3.pet_age = 3 AND T3.PetType = 'cat'")
+    answer = ("SELECT Student.LName FROM Student JOIN Has_Pet ON Student.StuID = Has_Pet.StuID"
+              " JOIN Pets ON Has_Pet.PetID = Pets.PetID WHERE Pets.pet_age = 3")
+    found = _search(path, gold, answer)
+    assert found.outcome == MISMATCH and found.decided_on.startswith("edit "), found
+
+
+def test_under_an_or_a_new_row_copies_one_the_gold_does_not_read(tmp_path):
+    """Every King room has two beds here: a new room copied from a read row is counted by both sides
+    of the OR whatever its bed type; one copied from a room the gold leaves out tells `LIKE` from `=`."""
+    rooms = """
+    CREATE TABLE Rooms (RoomId TEXT PRIMARY KEY, beds INTEGER, bedType TEXT);
+    INSERT INTO Rooms VALUES ('RND', 2, 'King'), ('IBS', 2, 'King'), ('AOB', 1, 'Queen'), ('MWC', 1, 'Double'),
+      ('HBB', 1, 'Queen'), ('IBD', 3, 'Queen');
+    """
+    path = _database(tmp_path, "rooms", rooms)
+    gold = "SELECT count(*) FROM Rooms WHERE bedType = 'King' OR beds = 2"
+    found = _search(path, gold, "SELECT count(*) FROM Rooms WHERE bedType LIKE '%King%' OR beds = 2")
+    assert found.outcome == MISMATCH and found.decided_on.startswith("edit "), found
+    assert _search(path, gold, "SELECT count(*) FROM Rooms WHERE beds = 2 OR bedType = 'King'").outcome == MATCH

@@ -136,7 +136,7 @@ def test_link_values_that_repeat_somewhere_make_no_rule(tmp_path):
     pytest.param("UPDATE lens SET name = 'Sigma 50mm' WHERE id = 1", "does not start with",
                  id="a lens named for another brand"),
     pytest.param("INSERT INTO contents VALUES (1, 1)", "repeat another's", id="a course twice on one transcript"),
-    pytest.param("INSERT INTO flights VALUES (9, 1)", "rows without their parent", id="a flight of no airline"),
+    pytest.param("INSERT INTO flights VALUES (9, 1)", "values no parent holds", id="a flight of no airline"),
 ])
 def test_the_proof_names_each_broken_rule(original, profile, tmp_path, change, found):
     copy = Path(shutil.copy(original, tmp_path / "copy.sqlite"))

@@ -94,8 +94,8 @@ def test_the_original_keeps_its_own_invariants(facts_db, profile):
 # --- the proof: one broken invariant each ------------------------------------------------------------
 
 BREAKS = [
-    pytest.param("INSERT INTO city VALUES (99, 'Nowhere', 77, 5)", "rows without their parent", id="a city in no country"),
-    pytest.param("INSERT INTO visit VALUES ('Atlantis', 2020)", "rows without their parent", id="a visit to a land none holds"),
+    pytest.param("INSERT INTO city VALUES (99, 'Nowhere', 77, 5)", "values no parent holds", id="a city in no country"),
+    pytest.param("INSERT INTO visit VALUES ('Atlantis', 2020)", "values no parent holds", id="a visit to a land none holds"),
     pytest.param("DELETE FROM doc WHERE kind_code = 'AD'", "parent rows no row references", id="a kind without documents"),
     pytest.param("UPDATE country SET founded = NULL WHERE id = 1", "", id="a NULL where the original has some"),
     pytest.param("UPDATE visit SET year = NULL WHERE rowid = 1", "NULLs, the original has none", id="a NULL where there was none"),

@@ -82,7 +82,7 @@ SAYS = {
     "unique": "repeated values, the original's are unique",
     "names' repeats": "the original repeats none more than",
     "not null": "NULLs, the original has none",
-    "link": "rows without their parent",
+    "link": "values no parent holds",
     "dependency": "no longer determines",
     "paired values": "share in the original is in one of them only",
     "extended values": "does not start with their",
