@@ -243,18 +243,29 @@ def kept_facts(profile: inv.Profile, gold: str) -> inv.Profile:
     the original: two students called Kyle are a fact the data would have to show."""
     names = {c.name.lower() for t in profile.tables for c in t.columns}
     held = nv.extreme_columns(gold, names) | nv.sort_columns(gold, names)
-    parents = {(k.parent.lower(), c.lower()) for k in profile.links for c in k.parent_columns}
+    chance = {(t, c) for t, c in unique_by_chance(profile) if c.lower() not in held}
     tables = []
     for table in profile.tables:
+        columns = tuple(dataclasses.replace(col, unique=False, near_unique=False) if (table.name, col.name) in chance
+                        else col for col in table.columns)
+        tables.append(dataclasses.replace(table, columns=columns))
+    return dataclasses.replace(profile, tables=tuple(tables))
+
+
+def unique_by_chance(profile: inv.Profile) -> list[tuple[str, str]]:
+    """The (table, column) pairs of numbers unique on the original by chance, not as a key (declared
+    alone, named as an identifier, a link's parent): ``kept_facts`` lets them repeat, for a gold
+    that neither sorts by one nor takes its ``min``/``max`` (``prepare`` names them per database)."""
+    parents = {(k.parent.lower(), c.lower()) for k in profile.links for c in k.parent_columns}
+    out = []
+    for table in profile.tables:
         key = [c.lower() for c in table.key]
-        columns = []
         for col in table.columns:
             name = col.name.lower()
-            chance = col.unique and col.kinds and set(col.kinds) <= {"integer", "real"} and key != [name] \
-                and not name.endswith("id") and (table.name.lower(), name) not in parents and name not in held
-            columns.append(dataclasses.replace(col, unique=False, near_unique=False) if chance else col)
-        tables.append(dataclasses.replace(table, columns=tuple(columns)))
-    return dataclasses.replace(profile, tables=tuple(tables))
+            if col.unique and col.kinds and set(col.kinds) <= {"integer", "real"} and key != [name] \
+                    and not name.endswith("id") and (table.name.lower(), name) not in parents:
+                out.append((table.name, col.name))
+    return out
 
 
 def _proof(task: Task) -> inv.Profile:

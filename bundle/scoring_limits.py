@@ -81,6 +81,10 @@ class Limits:
     max_expansion_tokens: int = _setting(
         20_000, "tokens", "tokens of common table expressions preparing a statement may copy (each reference copies "
         "the expression's body, a copy's references in turn; counted from the text before it is prepared)")
+    max_join_weight: int = _setting(
+        1_000, "tables cubed", "what the query planner may weigh: over every FROM clause, the cube of the tables it "
+        "joins once flattened (a subquery in FROM and a common table expression count their tables), each as often "
+        "as preparing copies it; counted from the text before it is prepared (real golds: at most 250, two 5-table joins)")
     max_program_ops: int = _setting(
         8_192, "VM operations", "largest program a statement may prepare (SQLITE_LIMIT_VDBE_OP): one of at most half "
         "this always prepares, one over it never (SQLite grows the program by doubling)")

@@ -19,6 +19,7 @@ the same (its docstring says how), so a verdict never depends on history.
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import os
 import sqlite3
@@ -27,13 +28,14 @@ import time
 from typing import NamedTuple
 
 try:
-    from . import sql_expansion, sql_functions, sql_watchdog
+    from . import sql_expansion, sql_functions, sql_planner, sql_watchdog
     from .scoring_limits import Limits
     from .sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, forget_path, open_guarded
     from .sql_sandbox import Sandbox, SandboxBroken
 except ImportError:  # run as a standalone file
     import sql_expansion  # type: ignore[no-redef]
     import sql_functions  # type: ignore[no-redef]
+    import sql_planner  # type: ignore[no-redef]
     import sql_watchdog  # type: ignore[no-redef]
     from scoring_limits import Limits  # type: ignore[no-redef]
     from sql_connection import ALLOWED_FUNCTIONS, ConnectionFailed, Guarded, connection, database_uri, forget_connections, forget_path, open_guarded  # type: ignore[no-redef]
@@ -318,6 +320,16 @@ _fresh = itertools.count()
 _EXPANSION_DETAIL = ("its common table expressions expand to more than max_expansion_tokens ({:,} tokens) while the "
                      "statement is prepared: each reference to one copies its body (docs/bundle.md, cost model)")
 
+_JOIN_DETAIL = ("its joins weigh more than max_join_weight ({:,}: over every FROM clause, the cube of the tables it "
+                "joins) for the query planner, whose work no step counts (docs/bundle.md, cost model); join fewer "
+                "tables in one FROM clause")
+
+
+@functools.lru_cache(maxsize=4096)
+def _join_weight(sql: str, limit: int) -> int:
+    """``sql_planner.weight``, read once per text and process (an answer runs on many databases)."""
+    return sql_planner.weight(sql, limit)
+
 
 def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s: float,
               cpu_s: float | None = None, fresh: bool = False, sandbox: Sandbox | None = None) -> RawResult:
@@ -342,6 +354,8 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
         raise QueryFailed(OVER_CAP, f"query longer than {limits.max_sql_chars} characters")
     if "with" in sql.lower() and sql_expansion.expansion(sql, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
         raise QueryFailed(OVER_CAP, _EXPANSION_DETAIL.format(limits.max_expansion_tokens))
+    if _join_weight(sql, int(limits.max_join_weight)) > limits.max_join_weight:
+        raise QueryFailed(OVER_CAP, _JOIN_DETAIL.format(limits.max_join_weight))
     unit = int(limits.progress_steps)
     # sql_functions.compile_charge, written out: the per-call path enters each module once a database.
     compile_steps = int(limits.charge_base_steps) + len(sql) // sql_functions.COMPILE_CHARS_PER_STEP
@@ -471,6 +485,8 @@ def is_statement(path: str, text: str, limits: Limits) -> bool:
         return bool(body)
     if sql_expansion.expansion(body, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
         return True  # its WITH clauses read as SQLite reads them: a statement, too large to compile
+    if sql_planner.weight(body, int(limits.max_join_weight)) > limits.max_join_weight:
+        return True  # its FROM clauses read as SQLite reads them: a statement, too costly to plan
     try:
         conn = connection(path, limits).conn
     except ConnectionFailed as exc:

@@ -26,7 +26,7 @@ out = {
     "batch": reward.trl_reward(["SELECT count(*) FROM Owner"], ground_truth=["SELECT count(*) FROM Owner"]),
     "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
                             for m in ("verify", "sql_extract", "sql_compare", "sql_text", "scoring_limits", "reward_shapes",
-                                      "sql_functions", "sql_expansion")),
+                                      "sql_functions", "sql_expansion", "sql_planner")),
 }
 verify = importlib.import_module("bundle_under_test.verify")
 db = "/pkgs/bundle_under_test/data/databases/pets_club.sqlite"

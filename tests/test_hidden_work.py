@@ -110,9 +110,10 @@ def test_the_issues_nested_expansion_is_refused_before_it_is_prepared(db, levels
 
 @pytest.mark.parametrize("levels", [10, 12])
 def test_past_the_expansion_count_the_program_cap_still_refuses_while_preparing(db, levels):
-    # With the expansion cap lifted, the program cap refuses the coded copies, before any step.
+    # With the expansion cap lifted (and the join weight, which counts each copy's FROM clause), the
+    # program cap refuses the coded copies, before any step.
     sql = nested_ctes(levels)
-    limits = DEFAULT_LIMITS.replace(max_expansion_tokens=10**9)
+    limits = DEFAULT_LIMITS.replace(max_expansion_tokens=10**9, max_join_weight=10**9)
     verdict = verify(sql, "SELECT 1", db, is_sql=True, limits=limits)
     assert verdict.outcome == "prediction_over_cap" and "larger than max_program_ops" in verdict.detail
     assert verdict.steps == sql_functions.compile_charge(sql, DEFAULT_LIMITS.charge_base_steps)

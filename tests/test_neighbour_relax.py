@@ -250,6 +250,9 @@ def test_the_summary_says_which_invariants_are_relaxed_for_which_golds(hotel, re
     line = prepare_summary._render_hidden(found)[0]
     assert "2 golds answered alike on every neighbour" in line and "2 told apart by 2 relaxed neighbours" in line
     assert "hotel total link Reservations(Room) -> Rooms(RoomId) (1 gold)" in line and "0 still hidden" in line
+    # eight readings of eight amounts of rain: the search aimed at the difference may repeat one (keys never)
+    assert [(c["column"], c["rows"]) for c in found["databases"]["hotel"]["unique_by_chance"]] == [("Readings.rain", 8)]
+    assert "hotel Readings.rain" in prepare_summary._render_chance(found)[0]
     assert json.loads(json.dumps(found))  # the summary's JSON holds it as is
 
 

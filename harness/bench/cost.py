@@ -18,6 +18,10 @@ Printed: the worst of 2 and 3 as a multiple of the costliest gold (target: at mo
 the suite's costliest call in CPU seconds (the worst reward call), and the costliest of the cases
 refused before they count much (``MIN_UNITS``): what preparing a statement costs where no step
 counts it, bounded by the caps of cost model v3 (docs/bundle.md, "What remains uncounted");
+5. the planner's family (``planner``): joins of one table with itself, natural and tied by ``=``
+   on each of its columns, from a few tables to past ``max_join_weight``: each preparation's CPU
+   whatever it counts (the planner's work counts no unit: what bounds it is the weight, refused
+   from the text past the cap), and CPU per unit for calls of any size;
 4. a grader call (``grader_calls``): a right answer whose WHERE holds a costly constant subquery,
    judged on the original, its distilled neighbours and the counterexample search, as the grader
    judges it: the call's CPU seconds and its counted units, against what the call may count in all
@@ -145,6 +149,45 @@ def grader_calls(spider: Path, work: Path, db_id: str = "concert_singer", gold: 
     return {"db_id": db_id, "neighbours": len(neighbours), "calls": calls, "ceiling_units": ceiling}
 
 
+PLANNER_TABLES = (4, 6, 8, 10, 11, 16, 64)  # 10: the most one FROM clause may join (max_join_weight 1,000)
+
+
+def planner_query(kind: str, tables: int, table: str, columns: list[str]) -> str:
+    """``tables`` copies of ``table`` in one FROM clause: NATURAL JOINs, or each copy's columns tied by
+    ``=`` to the next two copies' (issue 38's self-join)."""
+    if kind == "natural":
+        return f"SELECT count(*) FROM {table}" + f" NATURAL JOIN {table}" * (tables - 1)
+    terms = [f't{i}."{c}" = t{(i + step) % tables}."{c}"' for i in range(tables) for c in columns for step in (1, 2)]
+    return ("SELECT count(*) FROM " + ", ".join(f"{table} AS t{i}" for i in range(tables))
+            + " WHERE " + " AND ".join(terms))
+
+
+def planner(db: Path, repeat: int, limits: Limits = DEFAULT_LIMITS) -> list[dict]:
+    """Each planner query prepared afresh and run (least CPU of ``repeat``): its outcome, units, CPU."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        # the table whose key has the most columns: the planner weighs an index per key prefix
+        names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
+        info = {name: conn.execute(f'PRAGMA table_info("{name}")').fetchall() for name in names}
+    finally:
+        conn.close()
+    widest = max(names, key=lambda name: sum(1 for row in info[name] if row[5]))
+    columns = [name for _k, name in sorted((row[5], row[1]) for row in info[widest] if row[5])][:3] \
+        or [row[1] for row in info[widest]][:3]
+    table = f'"{widest}"'
+    out = []
+    for kind in ("natural", "tied"):
+        for tables in PLANNER_TABLES:
+            sql = planner_query(kind, tables, table, columns)
+            ns, units, outcome = _ns_per_unit(_query(db, sql, limits, FAMILY_BUDGET), repeat)
+            out.append({"kind": kind, "tables": tables, "chars": len(sql), "units": units, "outcome": outcome,
+                        "cpu_s": ns * max(units, 1) / 1e9, "ns_per_unit": ns})
+    sql_guard.forget_connections()
+    return out
+
+
 def family_query(operator: str, value: str, limits: Limits = DEFAULT_LIMITS) -> str:
     """One generated query: every row of a recursive CTE applies ``operator`` TERMS times to ``value``."""
     size = int(limits.max_cell_bytes) - 16
@@ -180,6 +223,7 @@ def run(steps: list[tuple[int, str, str, Path]], db: Path, gold: str, repeat: in
         with tempfile.TemporaryDirectory(prefix="spider-bench-grader-") as work:
             grader = grader_calls(spider, Path(work), limits=limits)
     return {"golds": real, "hostile": cases, "family": generated, "worst_ns": worst[0], "worst": worst[1],
+            "planner": planner(db, repeat, limits),
             "multiple": worst[0] / real["costliest_ns"], "largest_budget": largest_budget,
             "worst_seconds_at_largest_budget": worst[0] * largest_budget / 1e9,
             "worst_seconds_at_floor": worst[0] * limits.budget_floor_steps / 1e9,
@@ -208,6 +252,18 @@ def print_figures(f: dict) -> None:
           f"units; target <= 5 s); the watchdog's CPU guard {guard:g} s is {guard / max(top['cpu_s'], 1e-3):.0f}x that")
     print(f"  not counted        refused before {MIN_UNITS:,} units, costliest: "
           + ", ".join(f"{c['id']} {c['cpu_s']:.2f} s ({c['outcome']})" for c in f["refused"]))
+    plans = f.get("planner") or []
+    if plans:
+        allowed = [p for p in plans if p["outcome"] != sql_guard.OVER_CAP]
+        refused = [p for p in plans if p["outcome"] == sql_guard.OVER_CAP]
+        top = max(allowed, key=lambda p: p["cpu_s"])
+        print(f"  planner family     joins of one table with itself ({', '.join(str(n) for n in PLANNER_TABLES)} "
+              f"copies, natural and tied): the costliest within max_join_weight {top['kind']} {top['tables']} tables "
+              f"{1000 * top['cpu_s']:.1f} ms ({top['units']:,} units, {top['ns_per_unit']:,.0f} ns a unit); "
+              f"{len(refused)} refused before they are prepared, the costliest in {1000 * max(p['cpu_s'] for p in refused):.2f} ms"
+              if refused else "")
+        print("  planner per unit   " + ", ".join(f"{p['kind']} {p['tables']}: {p['ns_per_unit']:,.0f} ns"
+                                                 for p in allowed))
     g = f.get("grader")
     if g:
         print(f"  grader call        a right answer with a costly constant subquery, on {g['db_id']} with "

@@ -69,6 +69,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "sql_extract.py",
     "sql_functions.py",
     "sql_guard.py",
+    "sql_planner.py",
     "sql_sandbox.py",
     "sql_text.py",
     "sql_watchdog.py",

@@ -13,12 +13,16 @@ from __future__ import annotations
 import collections
 import json
 
+from bundle import difference_search
 from harness.common import prompts
 from harness.common.errors import InputError
 from harness.prepare import splits
 
 FORMAT = "spider-scoring-prepare-summary"
 VERSION = 1
+# Why the search aimed at the difference lets a column repeat (docs/neighbours.md, "Only fair edits judge").
+CHANCE_WHY = ("numbers unique on the original's few rows by chance, not a key: an edit may repeat them, "
+              "unless the gold sorts by the column or takes its min or max")
 # Which trainer limit each split's rows must fit (the eval rows are generated like GRPO's).
 LIMIT_FOR_SPLIT = {"train": ("over_sft", prompts.SFT_MAX_TOKENS, "SFT"),
                    "rl": ("over_grpo", prompts.GRPO_MAX_TOKENS, "GRPO")}
@@ -96,6 +100,9 @@ def neighbours(built: dict, index: dict, chosen: tuple[str, ...]) -> dict:
                       "not_judged": d.unjudged, "invariants": d.profile.counts()}
               for db_id, d in sorted(built.items())}
     for db_id, d in built.items():
+        per_db[db_id]["unique_by_chance"] = [
+            {"column": f"{t}.{c}", "rows": next(x.rows for x in d.profile.tables if x.name == t),
+             "why": CHANCE_WHY} for t, c in difference_search.unique_by_chance(d.profile)]
         why = {h.neighbour: h.why for h in d.hidden if h.neighbour is not None}
         per_db[db_id]["relaxed"] = [{"neighbour": k + 1, **r.to_json(), "why": why.get(k + 1, "")}
                                     for k, items in sorted(d.relaxed.items()) for r in items]
@@ -163,6 +170,17 @@ def _render_neighbours(found: dict) -> str:
 
 def _many(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _render_chance(found: dict) -> list[str]:
+    """The columns the search aimed at the difference lets repeat, in a line."""
+    named = [f"{db_id} {c['column']}" for db_id, d in (found.get("databases") or {}).items()
+             for c in d.get("unique_by_chance", [])]
+    if not named:
+        return []
+    return [f"unique by chance (an edit of the search aimed at the difference may repeat them): {len(named)} columns "
+            "of numbers: " + ", ".join(named[:4]) + ("; ..." if len(named) > 4 else "")
+            + " (prepare-summary.json, neighbours.databases.*.unique_by_chance)"]
 
 
 def _render_hidden(found: dict) -> list[str]:
@@ -277,6 +295,7 @@ def render(summary: dict) -> str:
     lines.extend(_render_disputed(summary.get("disputed")))
     lines.append(_render_neighbours(summary.get("neighbours") or {}))
     lines.extend(_render_hidden(summary.get("neighbours") or {}))
+    lines.extend(_render_chance(summary.get("neighbours") or {}))
     lines.extend(_render_audit(summary.get("audit")))
     if summary["shared_golds"]:
         verb = "kept" if settings["keep_shared_golds"] else "left out"
