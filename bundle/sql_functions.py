@@ -35,7 +35,12 @@ import sqlite3
 import threading
 from collections.abc import Callable
 
-COST_MODEL = 3  # bump when what is charged changes: stored gold steps of other models are not used
+try:
+    from . import sql_planner
+except ImportError:  # run as a standalone file
+    import sql_planner  # type: ignore[no-redef]
+
+COST_MODEL = 4  # bump when what is charged changes: stored gold steps of other models are not used
 
 # What a query pays besides its VM steps and its charged functions (cost model v3): preparing its
 # statement, per character of SQL (parsing and code generation are linear in the text once the
@@ -44,6 +49,12 @@ COST_MODEL = 3  # bump when what is charged changes: stored gold steps of other 
 # before the query is judged, the same on every machine; the base is ``charge_base_steps``.
 COMPILE_CHARS_PER_STEP = 1
 CELL_STEPS = 2
+# Cost model v4: what the query planner weighs (``sql_planner.weight``: over every FROM clause, the
+# cube of the tables it joins) is charged too, this many steps a unit of weight: the planner's
+# costliest work per unit of weight measured (tables tied by ``=`` on every key column, 4 to 10 of
+# them: up to about 66 microseconds on the 2-core development machine) then costs at most a few
+# hundred nanoseconds a step, as a real gold's steps do.
+PLAN_STEPS_PER_WEIGHT = 200
 
 # Collations whose comparisons do work no step counts (a comparison under NOCASE folds case byte by
 # byte, one under RTRIM scans trailing spaces, and a sort or an index compares log2(n) times per
@@ -98,16 +109,20 @@ def cost_model(limits: object) -> dict:
     """What a step count means under ``limits``: stored gold steps hold only where this is equal."""
     names = ("max_cell_bytes", "charge_base_steps", "charge_bytes_per_step", "progress_steps")
     return {"version": COST_MODEL, **{name: int(getattr(limits, name)) for name in names},
-            "compile_chars_per_step": COMPILE_CHARS_PER_STEP, "cell_steps": CELL_STEPS}
+            "compile_chars_per_step": COMPILE_CHARS_PER_STEP, "cell_steps": CELL_STEPS,
+            "plan_steps_per_weight": PLAN_STEPS_PER_WEIGHT}
 
 
 def compile_charge(sql: str, base: int) -> int:
-    """Steps charged for preparing ``sql``: the base plus one step per ``COMPILE_CHARS_PER_STEP`` characters.
+    """Steps charged for preparing ``sql``: the base, one step per ``COMPILE_CHARS_PER_STEP`` characters
+    and ``PLAN_STEPS_PER_WEIGHT`` per unit of its join weight (``sql_planner.weight``).
 
     >>> compile_charge("SELECT count(*) FROM singer", 100)
-    127
+    327
+    >>> compile_charge("SELECT count(*) FROM singer AS a JOIN singer AS b", 100) - compile_charge("SELECT 1", 100)
+    1641
     """
-    return base + len(sql) // COMPILE_CHARS_PER_STEP
+    return base + len(sql) // COMPILE_CHARS_PER_STEP + sql_planner.weight(sql) * PLAN_STEPS_PER_WEIGHT
 
 
 def refused_collation(message: str) -> str | None:

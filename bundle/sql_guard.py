@@ -354,14 +354,17 @@ def run_query(path: str, sql: str, limits: Limits, *, budget_steps: int, wall_s:
         raise QueryFailed(OVER_CAP, f"query longer than {limits.max_sql_chars} characters")
     if "with" in sql.lower() and sql_expansion.expansion(sql, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
         raise QueryFailed(OVER_CAP, _EXPANSION_DETAIL.format(limits.max_expansion_tokens))
-    if _join_weight(sql, int(limits.max_join_weight)) > limits.max_join_weight:
+    weight = _join_weight(sql, int(limits.max_join_weight))
+    if weight > limits.max_join_weight:
         raise QueryFailed(OVER_CAP, _JOIN_DETAIL.format(limits.max_join_weight))
     unit = int(limits.progress_steps)
     # sql_functions.compile_charge, written out: the per-call path enters each module once a database.
-    compile_steps = int(limits.charge_base_steps) + len(sql) // sql_functions.COMPILE_CHARS_PER_STEP
+    compile_steps = (int(limits.charge_base_steps) + len(sql) // sql_functions.COMPILE_CHARS_PER_STEP
+                     + weight * sql_functions.PLAN_STEPS_PER_WEIGHT)
     if compile_steps > budget_steps:
         raise QueryFailed(OVER_BUDGET, f"over its budget of {budget_steps:,} SQLite VM steps before it runs: "
-                                       f"preparing {len(sql):,} characters is charged {compile_steps:,}", compile_steps)
+                                       f"preparing {len(sql):,} characters joining tables of weight {weight:,} is charged "
+                                       f"{compile_steps:,}", compile_steps)
     guards = (wall_s, wall_s if cpu_s is None else cpu_s)
     if not fresh:
         raw = _run(path, sql, limits, budget_steps + unit, budget_steps, guards, compile_steps, sandbox)

@@ -157,11 +157,25 @@ def test_a_wide_result_pays_for_its_cells(db):
     assert verdict.outcome == "prediction_over_budget", verdict.detail
 
 
-def test_the_cost_model_records_what_v3_charges():
+def test_the_cost_model_records_what_v4_charges():
     model = sql_functions.cost_model(DEFAULT_LIMITS)
-    assert model["version"] == 3
+    assert model["version"] == 4
     assert model["cell_steps"] == sql_functions.CELL_STEPS
     assert model["compile_chars_per_step"] == sql_functions.COMPILE_CHARS_PER_STEP
+    assert model["plan_steps_per_weight"] == sql_functions.PLAN_STEPS_PER_WEIGHT
+
+
+def test_preparing_a_join_is_charged_for_what_the_planner_weighs(db):
+    """A join of n tables in one FROM clause pays n**3 x PLAN_STEPS_PER_WEIGHT before it runs."""
+    base, per = DEFAULT_LIMITS.charge_base_steps, sql_functions.PLAN_STEPS_PER_WEIGHT
+    one = "SELECT count(*) FROM Owner AS a"
+    four = "SELECT count(*) FROM Owner AS a NATURAL JOIN Owner AS b NATURAL JOIN Owner AS c NATURAL JOIN Owner AS d"
+    assert sql_functions.compile_charge(four, base) - sql_functions.compile_charge(one, base) == \
+        len(four) - len(one) + (64 - 1) * per
+    # a budget that pays the running but not the planning: over budget before anything is prepared
+    with pytest.raises(sql_guard.QueryFailed) as failed:
+        run(db, four, budget=64 * per)
+    assert failed.value.kind == sql_guard.OVER_BUDGET and "joining tables of weight 64" in failed.value.detail
 
 
 # Fills the thread's connections with prepared statements (12 connections, 16 statements of about
