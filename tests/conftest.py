@@ -34,10 +34,25 @@ MODULE_GROUPS = {"test_integration_verl.py": "verl", "test_integration_trl.py": 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue  # a group the module names itself (the Ray clusters' modules share one)
         group = MODULE_GROUPS.get(item.path.name) or next(
-            (g for name, g in SHARED_FIXTURE_GROUPS.items() if name in getattr(item, "fixturenames", ())), None)
+            (g for name, g in SHARED_FIXTURE_GROUPS.items() if name in getattr(item, "fixturenames", ())), None) \
+            or _module_fixture_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _module_fixture_group(item: pytest.Item) -> str | None:
+    """A group of its own for the tests of a module that share a module-scoped fixture of that module
+    (the hostile suite's run, a module's neighbours): on one worker, in order, it is built once;
+    spread over the workers, once a worker and again whenever a worker comes back to the module."""
+    info = getattr(item, "_fixtureinfo", None)
+    module = item.nodeid.split("::", 1)[0]
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        if any(d.scope == "module" and d.baseid == module for d in defs):
+            return f"module:{module}"
+    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
