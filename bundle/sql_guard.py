@@ -321,8 +321,8 @@ _EXPANSION_DETAIL = ("its common table expressions expand to more than max_expan
                      "statement is prepared: each reference to one copies its body (docs/bundle.md, cost model)")
 
 _JOIN_DETAIL = ("its joins weigh more than max_join_weight ({:,}: over every FROM clause, the cube of the tables it "
-                "joins) for the query planner, whose work no step counts (docs/bundle.md, cost model); join fewer "
-                "tables in one FROM clause")
+                "joins), more than the query planner may weigh before a step runs (docs/bundle.md, cost model); "
+                "join fewer tables in one FROM clause")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -9,7 +9,8 @@ self-join takes some 70 ms to prepare, a 32-way one more than a second, a 64-way
 from the text before it is prepared (docs/bundle.md, "Cost model"): ``weight`` sums, over every
 FROM clause, the cube of the tables it joins, each clause as often as preparing the statement may
 copy it (a common table expression's body at each reference, ``sql_expansion``); over
-``Limits.max_join_weight`` the query is refused. Real Spider golds weigh at most a few hundred.
+``Limits.max_join_weight`` the query is refused, within it the weight is charged
+(``sql_functions.PLAN_STEPS_PER_WEIGHT`` steps a unit). Real Spider golds weigh at most 250.
 
 The count over-counts wherever the text alone cannot tell (every name that a common table
 expression has is read as a reference to it; every arm of a compound subquery adds its tables to the

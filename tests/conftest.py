@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,14 @@ def _module_fixture_group(item: pytest.Item) -> str | None:
         if any(d.scope == "module" and d.baseid == module for d in defs):
             return f"module:{module}"
     return None
+
+
+# A suite started in the background of a shell without job control (`make test &` in a script)
+# inherits SIGINT ignored, and so would every process it starts: the tests that interrupt a run with
+# Ctrl-C would see it ignored. Python's own handler, set here, is reset to the default in every
+# program a test starts.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_configure(config: pytest.Config) -> None:
