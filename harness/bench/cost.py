@@ -18,14 +18,14 @@ Printed: the worst of 2 and 3 as a multiple of the costliest gold (target: at mo
 the suite's costliest call in CPU seconds (the worst reward call), and the costliest of the cases
 refused before they count much (``MIN_UNITS``): what preparing a statement costs where no step
 counts it, bounded by the caps of cost model v3 (docs/bundle.md, "What remains uncounted");
-5. the planner's family (``planner``): joins of one table with itself, natural and tied by ``=``
-   on each of its columns, from a few tables to past ``max_join_weight``: each preparation's CPU
-   whatever it counts (the planner's work counts no unit: what bounds it is the weight, refused
-   from the text past the cap), and CPU per unit for calls of any size;
 4. a grader call (``grader_calls``): a right answer whose WHERE holds a costly constant subquery,
    judged on the original, its distilled neighbours and the counterexample search, as the grader
    judges it: the call's CPU seconds and its counted units, against what the call may count in all
-   (its budget, ``neighbour_budget_steps`` and ``search_steps``; target: at most 20 s).
+   (its budget, ``neighbour_budget_steps`` and ``search_steps``; target: at most 20 s);
+5. the planner's family (``planner``): joins of one table with itself, natural and tied by ``=``
+   on its key columns, from a few tables to past ``max_join_weight``: each call's CPU and units
+   whatever its size (within the cap the planner's work is charged by its weight, cost model v4;
+   past it the query is refused from the text), and CPU per unit for calls of any size.
 """
 
 from __future__ import annotations
@@ -257,11 +257,11 @@ def print_figures(f: dict) -> None:
         allowed = [p for p in plans if p["outcome"] != sql_guard.OVER_CAP]
         refused = [p for p in plans if p["outcome"] == sql_guard.OVER_CAP]
         top = max(allowed, key=lambda p: p["cpu_s"])
+        costliest_refusal = f"{1000 * max(p['cpu_s'] for p in refused):.2f} ms" if refused else "-"
         print(f"  planner family     joins of one table with itself ({', '.join(str(n) for n in PLANNER_TABLES)} "
               f"copies, natural and tied): the costliest within max_join_weight {top['kind']} {top['tables']} tables "
               f"{1000 * top['cpu_s']:.1f} ms ({top['units']:,} units, {top['ns_per_unit']:,.0f} ns a unit); "
-              f"{len(refused)} refused before they are prepared, the costliest in {1000 * max(p['cpu_s'] for p in refused):.2f} ms"
-              if refused else "")
+              f"{len(refused)} refused before they are prepared, the costliest in {costliest_refusal}")
         print("  planner per unit   " + ", ".join(f"{p['kind']} {p['tables']}: {p['ns_per_unit']:,.0f} ns"
                                                  for p in allowed))
     g = f.get("grader")
