@@ -198,8 +198,9 @@ def _set(conn: sqlite3.Connection, profile: inv.Profile, col: Column, lane: Lane
             used += 1
             yield Edit(f"{table}.{facts.name} of row {rowid} set to {note}",
                        ((f"UPDATE {t} SET {c} = ? WHERE rowid = ?", (value, rowid)),), (table,))
-        sources = [rows[0]] + [r for r in unread if r not in rows[:1]] if rows else []
-        added = _copy(conn, profile, col.table, sources[k % len(sources):][:1], {facts.name: value}, children=True)
+        copied_from = [rows[0]] + [r for r in unread if r not in rows[:1]] if rows else []
+        added = _copy(conn, profile, col.table, copied_from[k % len(copied_from):][:1], {facts.name: value},
+                      children=True)
         if added is not None:
             yield added._replace(what=f"{added.what} holding {note} in {facts.name}")
 

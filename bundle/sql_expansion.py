@@ -146,18 +146,7 @@ def expansion(sql: str, limit: int = 10**9) -> int:
     ctes = _ctes(tokens)
     if not ctes:
         return 0
-    definitions = {c.name_at for c in ctes}
-    where: dict[bytes, list[int]] = {}
-    for i, key in enumerate(tokens.keys):
-        if key is not None and i not in definitions:
-            where.setdefault(key, []).append(i)
-    owner_of = _owners([c.body for c in ctes], len(tokens.texts))
-    references: list[list[int]] = []  # per CTE: the owners (CTE index, or -1 for the statement) of its references
-    for cte in ctes:
-        found = where.get(cte.key, [])
-        lo, hi = bisect.bisect_left(found, cte.scope[0]), bisect.bisect_left(found, cte.scope[1])
-        own = cte.body
-        references.append([owner_of[i] for i in found[lo:hi] if not own[0] <= i <= own[1]])
+    _owner_of, references = _references(tokens, ctes)
     copies = _copies(references, limit)
     if copies is None:
         return 0
@@ -167,6 +156,24 @@ def expansion(sql: str, limit: int = 10**9) -> int:
         if total > limit:
             break
     return total
+
+
+def _references(tokens: _Tokens, ctes: list[_Cte]) -> tuple[list[int], list[list[int]]]:
+    """For each token, the index of the innermost CTE body holding it (-1 for none); and per CTE, the
+    owners (CTE index, or -1 for the statement) of its references within its WITH clause's scope."""
+    definitions = {c.name_at for c in ctes}
+    where: dict[bytes, list[int]] = {}
+    for i, key in enumerate(tokens.keys):
+        if key is not None and i not in definitions:
+            where.setdefault(key, []).append(i)
+    owner_of = _owners([c.body for c in ctes], len(tokens.texts))
+    references: list[list[int]] = []
+    for cte in ctes:
+        found = where.get(cte.key, [])
+        lo, hi = bisect.bisect_left(found, cte.scope[0]), bisect.bisect_left(found, cte.scope[1])
+        own = cte.body
+        references.append([owner_of[i] for i in found[lo:hi] if not own[0] <= i <= own[1]])
+    return owner_of, references
 
 
 def _owners(bodies: list[tuple[int, int]], n: int) -> list[int]:

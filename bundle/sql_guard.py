@@ -488,7 +488,7 @@ def is_statement(path: str, text: str, limits: Limits) -> bool:
         return bool(body)
     if sql_expansion.expansion(body, int(limits.max_expansion_tokens)) > limits.max_expansion_tokens:
         return True  # its WITH clauses read as SQLite reads them: a statement, too large to compile
-    if sql_planner.weight(body, int(limits.max_join_weight)) > limits.max_join_weight:
+    if _join_weight(body, int(limits.max_join_weight)) > limits.max_join_weight:
         return True  # its FROM clauses read as SQLite reads them: a statement, too costly to plan
     try:
         conn = connection(path, limits).conn

@@ -128,20 +128,9 @@ def weight(sql: str, limit: int = 10**9) -> int:
 def _copies(reading: _Reading):
     """How often a token's place may be prepared: 1 outside common table expressions, else the copies
     of the innermost body holding it (``sql_expansion``'s count of references)."""
-    ctes = reading.ctes
-    if not ctes:
+    if not reading.ctes:
         return lambda at: 1
-    owner = sql_expansion._owners([c.body for c in ctes], reading.n)
-    definitions = {c.name_at for c in ctes}
-    where: dict[bytes, list[int]] = {}
-    for i, key in enumerate(reading.t.keys):
-        if key is not None and i not in definitions:
-            where.setdefault(key, []).append(i)
-    references: list[list[int]] = []
-    for cte in ctes:
-        found = where.get(cte.key, [])
-        lo, hi = bisect.bisect_left(found, cte.scope[0]), bisect.bisect_left(found, cte.scope[1])
-        references.append([owner[i] for i in found[lo:hi] if not cte.body[0] <= i <= cte.body[1]])
+    owner, references = sql_expansion._references(reading.t, reading.ctes)
     counts = sql_expansion._copies(references, 10**6)
     if counts is None:
         return lambda at: 1

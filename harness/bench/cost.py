@@ -30,6 +30,7 @@ counts it, bounded by the caps of cost model v3 (docs/bundle.md, "What remains u
 
 from __future__ import annotations
 
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -164,8 +165,6 @@ def planner_query(kind: str, tables: int, table: str, columns: list[str]) -> str
 
 def planner(db: Path, repeat: int, limits: Limits = DEFAULT_LIMITS) -> list[dict]:
     """Each planner query prepared afresh and run (least CPU of ``repeat``): its outcome, units, CPU."""
-    import sqlite3
-
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         # the table whose key has the most columns: the planner weighs an index per key prefix
