@@ -2,7 +2,7 @@
 # `make demo` and `make test` set everything up themselves (a virtual environment in .venv).
 #
 # The files are real targets with their dependencies: the prepared folder $(OUT) (splits and staged
-# bundle) <- what it was prepared from and bundle/*.py; the zip <- the staged bundle; pipeline.json
+# bundle) <- what it was prepared from and bundle/**/*.py; the zip <- the staged bundle; pipeline.json
 # <- the splits and its parameters. `make verify`, `make submit` and the rest build what is missing
 # or stale and nothing else.
 
@@ -47,8 +47,8 @@ $(foreach v,OUT ZIP DEMO,$(if $(strip $($(v))),,$(error $(v) is empty: leave it 
 PREPARED := $(OUT)/prepare-summary.json
 PREPARED_FROM := $(OUT)/prepared-from
 PIPELINE := $(OUT)/pipeline.json
-BUNDLE_SOURCES := $(wildcard bundle/*.py)
-PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py) fixtures/disputed-golds.json
+BUNDLE_SOURCES := $(wildcard bundle/*.py bundle/*/*.py)
+PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py harness/audit/nearmiss/*.py) fixtures/disputed-golds.json
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
 .PHONY: FORCE help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint

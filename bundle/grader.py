@@ -9,7 +9,9 @@ example is unscored, never a silent 0.0 or 1.0. Both survive pickling (bundle_pa
 from __future__ import annotations
 
 try:
-    from . import bundle_package, scoring_batch, scoring_entry
+    from . import bundle_package
+    from .scoring import batch as scoring_batch
+    from .scoring import entry as scoring_entry
 except ImportError:  # loaded as a file with no parent package (verl's custom_reward_function.path)
     import importlib.util as _util
     import os as _os
@@ -19,8 +21,8 @@ except ImportError:  # loaded as a file with no parent package (verl's custom_re
     _loader = _util.module_from_spec(_spec)  # type: ignore[arg-type]
     _spec.loader.exec_module(_loader)  # type: ignore[union-attr]
     bundle_package = _loader.sibling(__file__, "bundle_package")
-    scoring_batch = _loader.sibling(__file__, "scoring_batch")
-    scoring_entry = _loader.sibling(__file__, "scoring_entry")
+    scoring_batch = _loader.sibling(__file__, "scoring.batch")
+    scoring_entry = _loader.sibling(__file__, "scoring.entry")
 
 _entry_point = bundle_package.entry_point(__file__)
 

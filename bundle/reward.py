@@ -15,14 +15,16 @@ reward_shapes) pays that shape's value for each outcome instead, which may lie o
 verdict, its outcome and the grader are the same under every shape.
 
 Model mistakes score 0.0 (the shape's value for their outcome). Infrastructure faults (stale bundle, missing database, failing gold)
-raise a ``scoring_errors.ScoringInfrastructureError`` subclass whose message says what to do from
-``compute_score``; ``trl_reward`` gives that completion None and warns (a RuntimeWarning, ``scoring_errors.UNSCORED_WARNING``).
+raise a ``contract.errors.ScoringInfrastructureError`` subclass whose message says what to do from
+``compute_score``; ``trl_reward`` gives that completion None and warns (a RuntimeWarning, ``contract.errors.UNSCORED_WARNING``).
 """
 
 from __future__ import annotations
 
 try:
-    from . import bundle_package, scoring_batch, scoring_entry
+    from . import bundle_package
+    from .scoring import batch as scoring_batch
+    from .scoring import entry as scoring_entry
 except ImportError:  # loaded as a file with no parent package (verl's custom_reward_function.path)
     import importlib.util as _util
     import os as _os
@@ -32,8 +34,8 @@ except ImportError:  # loaded as a file with no parent package (verl's custom_re
     _loader = _util.module_from_spec(_spec)  # type: ignore[arg-type]
     _spec.loader.exec_module(_loader)  # type: ignore[union-attr]
     bundle_package = _loader.sibling(__file__, "bundle_package")
-    scoring_batch = _loader.sibling(__file__, "scoring_batch")
-    scoring_entry = _loader.sibling(__file__, "scoring_entry")
+    scoring_batch = _loader.sibling(__file__, "scoring.batch")
+    scoring_entry = _loader.sibling(__file__, "scoring.entry")
 
 _entry_point = bundle_package.entry_point(__file__)
 

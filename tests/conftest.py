@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.prepare import bundle_data
+from harness.prepare import bundle_data, pack
 from harness.prepare.neighbours import attach, distil
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,11 +96,10 @@ def fixture_dbs(tmp_path_factory) -> dict[str, Path]:
 
 def stage_bundle(dest: Path, fixture_dbs: dict[str, Path], *, precompute: bool = True,
                  rows: list[bundle_data.IndexRow] | None = None, reward_shape=None) -> Path:
-    """A bundle root like the unpacked zip: bundle/*.py plus data/ from the sample rows (``reward_shape``:
-    a bundle.reward_shapes.Shape the reward pays by; default binary)."""
+    """A bundle root like the unpacked zip: the bundle's modules plus data/ from the sample rows (``reward_shape``:
+    a bundle.contract.shapes.Shape the reward pays by; default binary)."""
     dest.mkdir(parents=True, exist_ok=True)
-    for src in BUNDLE_SRC.glob("*.py"):
-        shutil.copy2(src, dest / src.name)
+    pack.stage_modules(dest, BUNDLE_SRC)
     if rows is None:
         rows = [bundle_data.IndexRow(f"{split}-{i:05d}", split, r["db_id"], r["query"])
                 for split in ("train", "validation") for i, r in enumerate(sample_rows(split))]

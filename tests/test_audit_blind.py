@@ -1,5 +1,5 @@
-"""The blind near-miss families (harness/audit/blind.py, blind_edits.py): each family's edit, the interface shared
-with harness/audit/families.py, that no blind near miss is one the existing families make, and that every one
+"""The blind near-miss families (harness/audit/nearmiss/blind.py, blind_edits.py): each family's edit, the interface shared
+with harness/audit/nearmiss/families.py, that no blind near miss is one the existing families make, and that every one
 prepares and runs on its database (the sample's, and with $SPIDER_DATA every dev gold's)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 import sqlglot
 
 from conftest import sample_rows
-from harness.audit import blind, families
-from harness.audit.blind import ALL, DESCRIPTIONS, NEEDS_DATABASE, near_misses
-from harness.audit.families import NearMiss
-from harness.audit.nearcontext import Context, generate
+from harness.audit.nearmiss import blind, families
+from harness.audit.nearmiss.blind import ALL, DESCRIPTIONS, NEEDS_DATABASE, near_misses
+from harness.audit.nearmiss.context import Context, generate
+from harness.audit.nearmiss.families import NearMiss
 
 # (family, database of the embedded sample or None, gold, a near miss the family must give).
 CASES = [

@@ -1,6 +1,6 @@
-"""The third, held-out set of near-miss families (harness/audit/blind2.py, blind2_edits.py): each family's edit,
+"""The third, held-out set of near-miss families (harness/audit/nearmiss/blind2.py, blind2_edits.py): each family's edit,
 that it changes the gold's meaning (a witness database keeping the schema's keys gives other rows), the interface
-shared with harness/audit/families.py, that no near miss is one families.py or blind.py make, and that every one
+shared with harness/audit/nearmiss/families.py, that no near miss is one families.py or blind.py make, and that every one
 prepares and runs on its database (the sample's, and with $SPIDER_DATA every dev gold's)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 import sqlglot
 
 from conftest import sample_rows
-from harness.audit import blind, blind2, families
-from harness.audit.blind2 import ALL, DESCRIPTIONS, NEEDS_DATABASE, near_misses
-from harness.audit.families import NearMiss
-from harness.audit.nearcontext import Context, generate
+from harness.audit.nearmiss import blind, blind2, families
+from harness.audit.nearmiss.blind2 import ALL, DESCRIPTIONS, NEEDS_DATABASE, near_misses
+from harness.audit.nearmiss.context import Context, generate
+from harness.audit.nearmiss.families import NearMiss
 
 # A small database of the test's own: a TEXT column of numbers (rooms), dates, a composite key (street, number).
 LETTINGS = """

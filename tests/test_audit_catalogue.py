@@ -98,7 +98,7 @@ def test_every_edit_policy_applies_to_a_gold_that_has_its_construct():
 def test_a_literal_reads_back_as_the_same_value(value):
     # The same value as the scorer compares it (numbers to float_digits): SQLite's own text-to-REAL
     # conversion is off by an ulp on some values near the subnormal range (6.029667074241733e-307).
-    from bundle.sql_compare import value_key
+    from bundle.sql.compare import value_key
     with sqlite3.connect(":memory:") as conn:
         got = conn.execute(f"SELECT {literal(value)}").fetchone()[0]
     assert value_key(got) == value_key(value) and type(got) is type(value)

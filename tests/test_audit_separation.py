@@ -2,7 +2,7 @@
 with neighbours that tell a paid degenerate answer from its gold, deterministically, without
 turning down a fair answer, and each added neighbour judges every gold that may be judged there.
 
-The search aimed at the difference (bundle/difference_search.py) rejects the sample's holes at scoring
+The search aimed at the difference (bundle/search/difference.py) rejects the sample's holes at scoring
 time, so the builds here turn it off (``SPIDER_SCORING_DIFFERENCE=off``) to leave the audit holes to close."""
 
 from __future__ import annotations
@@ -179,8 +179,8 @@ def test_every_gold_is_judged_on_every_added_neighbour_where_it_may_be(tmp_path)
              [("distilled", [1, 2, 3, 400]), ("added", [1, 200]), ("no-rows", [1, 5])]]
     limits = distil.build_limits()
     result = {(g, path): gold_result(g, str(path), limits) for g in (gold, other) for path in [original, *files]}
-    from bundle import neighbour_mining
-    from bundle.neighbour_invariants import open_read_only
+    from bundle.neighbours import mining as neighbour_mining
+    from bundle.neighbours.invariants import open_read_only
     conn = open_read_only(str(original))
     profile = neighbour_mining.mine(conn)
     conn.close()

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from bundle import reward_shapes
+from bundle.contract import shapes as reward_shapes
 from conftest import run_prepare
 from harness.audit import shapes
 from harness.audit.catalogue import Candidate

@@ -1,4 +1,4 @@
-"""Entry points (reward.py, grader.py, scoring_entry.py) and row -> database resolution (bundle_index.py)."""
+"""Entry points (reward.py, grader.py, scoring/entry.py) and row -> database resolution (scoring/index.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle import bundle_index, grader, reward, scoring_entry
-from bundle.scoring_errors import (
+from bundle import grader, reward
+from bundle.contract.errors import (
     HINT_IGNORED_WARNING,
     BundleDataError,
     CallArgumentsError,
@@ -23,6 +23,8 @@ from bundle.scoring_errors import (
     ScoringInfrastructureError,
     StaleBundleError,
 )
+from bundle.scoring import entry as scoring_entry
+from bundle.scoring import index as bundle_index
 from conftest import stage_bundle
 from harness.prepare.bundle_data import IndexRow
 
@@ -202,8 +204,10 @@ def test_a_plan_serves_only_the_limits_it_was_made_with(bundle_env):
 
 
 def test_verdicts_built_on_the_per_call_path_equal_the_dataclass_s_own(bundle_env):
+    import dataclasses
+
     from bundle import verify
-    fields = {f.name for f in verify.dataclasses.fields(verify.Verdict)}
+    fields = {f.name for f in dataclasses.fields(verify.Verdict)}
     for kw in PLANNED_CALLS:
         verdict = scoring_entry.score_call(scoring_entry.read_call(kw))
         assert set(vars(verdict)) == fields
@@ -397,7 +401,8 @@ for entry in ("reward", "grader"):
     gold = "SELECT count(*) FROM Owner"
     results[entry] = [module.compute_score(solution_str=gold, ground_truth=gold),
                       module.compute_score(solution_str="SELECT 1", ground_truth=gold)]
-generic = {"verify", "reward", "grader", "scoring_entry", "sql_guard", "bundle_index", "sql_compare"}
+generic = {"verify", "reward", "grader", "scoring_entry", "sql_guard", "bundle_index", "sql_compare", "sql", "scoring",
+           "search", "neighbours", "contract"}
 results["generic_names"] = sorted(generic & set(sys.modules))
 results["private"] = sorted({m.split(".")[0] for m in set(sys.modules) - before if m.startswith("_spider_scoring_")})
 print(json.dumps(results))
@@ -429,10 +434,10 @@ def _entered(call):
     def profile(frame, event, _arg):
         if event == "call":
             path = frame.f_code.co_filename
-            if os.path.dirname(path) == BUNDLE_DIR:
+            if path.startswith(BUNDLE_DIR + os.sep):
                 caller = frame.f_back.f_code.co_filename if frame.f_back is not None else ""
-                if caller != path:
-                    entered[Path(path).stem] += 1
+                if caller != path:  # named as the bundle names it: "reward", "sql.guard"...
+                    entered[os.path.relpath(path, BUNDLE_DIR)[:-3].replace(os.sep, ".")] += 1
 
     sys.setprofile(profile)
     try:
@@ -447,13 +452,13 @@ def test_a_warm_reward_call_enters_each_bundle_module_once(bundle_env):
     reward.compute_score(**kwargs)  # the row's plan made, its connection opened
     entered, score = _entered(lambda: reward.compute_score(**kwargs))
     assert score == 1.0
-    assert {"reward", "scoring_batch", "scoring_entry", "verify", "sql_extract", "sql_guard", "sql_connection",
-            "sql_compare"} <= set(entered)
+    assert {"reward", "scoring.batch", "scoring.entry", "sql.verdict", "sql.extract", "sql.guard", "sql.connection",
+            "sql.compare"} <= set(entered)
     assert {name: n for name, n in entered.items() if n != PER_DATABASE.get(name, 1)} == {}
 
 
 # Entered per database judged: the budget, the run (and the watchdog's start and stop), the rows.
-PER_DATABASE = {"scoring_limits": 1, "sql_guard": 1, "sql_connection": 1, "sql_compare": 1, "sql_watchdog": 2}
+PER_DATABASE = {"contract.limits": 1, "sql.guard": 1, "sql.connection": 1, "sql.compare": 1, "sql.watchdog": 2}
 
 
 def test_with_neighbours_the_query_modules_are_entered_once_per_database(neighbour_bundle, monkeypatch):

@@ -25,8 +25,8 @@ out = {
     "forbidden": grader.grade(output="DROP TABLE Owner", expected="SELECT count(*) FROM Owner")["outcome"],
     "batch": reward.trl_reward(["SELECT count(*) FROM Owner"], ground_truth=["SELECT count(*) FROM Owner"]),
     "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
-                            for m in ("verify", "sql_extract", "sql_compare", "sql_text", "scoring_limits", "reward_shapes",
-                                      "sql_functions", "sql_expansion", "sql_planner")),
+                            for m in ("verify", "sql.verdict", "sql.extract", "sql.compare", "sql.text", "contract.limits",
+                                      "contract.shapes", "sql.functions", "sql.expansion", "sql.planner")),
 }
 verify = importlib.import_module("bundle_under_test.verify")
 db = "/pkgs/bundle_under_test/data/databases/pets_club.sqlite"
@@ -97,8 +97,8 @@ grader = importlib.import_module("bundle_under_test.grader")
 out = {
     "calls": [grader.grade(output=o, expected=e) for o, e in json.loads(sys.argv[1])],
     "doctest_failures": sum(doctest.testmod(importlib.import_module("bundle_under_test." + m)).failed
-                            for m in ("neighbour_source", "neighbour_values", "neighbour_mining", "neighbour_proof",
-                                      "sql_sandbox", "difference_reading")),
+                            for m in ("neighbours.source", "neighbours.values", "neighbours.mining", "neighbours.proof",
+                                      "sql.sandbox", "sql.reading")),
 }
 print(json.dumps(out))
 """
@@ -114,7 +114,7 @@ def test_neighbours_and_the_search_give_the_same_verdicts_on_python_39(docker_cl
     import json
     import shutil
 
-    from bundle import scoring_entry
+    from bundle.scoring import entry as scoring_entry
     pkgs = tmp_path / "pkgs"
     shutil.copytree(neighbour_bundle, pkgs / "bundle_under_test")
     for path in [pkgs, *pkgs.rglob("*")]:

@@ -1,4 +1,4 @@
-"""Comparison rules (bundle/sql_compare.py): one table row per rule, and properties against brute force."""
+"""Comparison rules (bundle/sql/compare.py): one table row per rule, and properties against brute force."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundle.sql_compare import (
+from bundle.sql.compare import (
     Budget,
     CompareBudgetExceeded,
     CompareWallGuard,

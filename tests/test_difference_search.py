@@ -1,4 +1,4 @@
-"""The search aimed at the difference (bundle/difference_*.py, bundle/sql_sandbox.py): edits of the original
+"""The search aimed at the difference (bundle/difference_*.py, bundle/sql/sandbox.py): edits of the original
 where an answer differs from its gold reject near misses no list names, never a right answer, and the
 verdict is a pure function of (answer, gold, database, settings)."""
 
@@ -9,11 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from bundle import difference_edits, difference_search, neighbour_mining, sql_connection, sql_guard, sql_sandbox
-from bundle.difference_edits import edits
-from bundle.difference_reading import difference
-from bundle.neighbour_invariants import open_read_only
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours.invariants import open_read_only
+from bundle.search import difference as difference_search
+from bundle.search import edits as difference_edits
+from bundle.search.edits import edits
+from bundle.sql import connection as sql_connection
+from bundle.sql import guard as sql_guard
+from bundle.sql import sandbox as sql_sandbox
+from bundle.sql.reading import difference
 from bundle.verify import MATCH, MISMATCH, gold_result
 
 LIMITS = DEFAULT_LIMITS

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from bundle import grader as bundle_grader  # noqa: F401 - imported as the trainer imports it, for grade()
-from bundle import scoring_batch, scoring_entry
 from bundle import verify as bundle_verify
-from bundle.bundle_index import normalize_gold
+from bundle.scoring import batch as scoring_batch
+from bundle.scoring import entry as scoring_entry
+from bundle.scoring.index import normalize_gold
 from conftest import run_prepare, sample_rows
 from harness.common import results as results_mod
 from harness.common.errors import InputError

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from bundle import grader as bundle_grader
-from bundle import reward, reward_shapes
+from bundle import reward
 from bundle import verify as bundle_verify
-from bundle.bundle_index import normalize_gold
+from bundle.contract import shapes as reward_shapes
+from bundle.scoring.index import normalize_gold
 from conftest import run_prepare
 from harness.common import results as results_mod
 from harness.prepare import bundle_data, disputed

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle import scoring_limits, verify
+from bundle import verify
+from bundle.contract import limits as scoring_limits
 from harness import cli
 from harness.commands import docs
 from harness.common.outcomes import BUNDLE_ERRORS

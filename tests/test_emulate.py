@@ -36,7 +36,8 @@ def loaded(sample_zip, tmp_path):
 def test_loads_as_a_read_only_package_with_relative_imports_and_the_root_variable(loaded):
     reward = loaded.module("reward")
     assert reward.__name__ == f"{loaded.package}.reward"
-    assert reward.scoring_entry.__name__ == f"{loaded.package}.scoring_entry"  # `from . import` worked
+    assert reward.scoring_entry.__name__ == f"{loaded.package}.scoring.entry"  # `from .scoring import` worked
+    assert reward.scoring_entry.verify_mod.__name__ == f"{loaded.package}.sql.verdict"  # and `from ..sql import` below it
     assert Path(reward.__file__).parent == loaded.root
     assert os.environ["TRAINER_BUNDLE_ROOT"] == str(loaded.root)
     modes = [stat.S_IMODE(p.stat().st_mode) for p in loaded.root.rglob("*")]

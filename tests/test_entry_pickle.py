@@ -54,7 +54,8 @@ before = set(sys.modules)
 with open(sys.argv[1], "rb") as f:
     entries = pickle.load(f)
 result = __CALLS__(entries)
-generic = {"verify", "reward", "grader", "scoring_entry", "bundle_index"} & set(sys.modules)
+generic = {"verify", "reward", "grader", "scoring_entry", "bundle_index", "sql", "scoring", "search", "neighbours",
+               "contract"} & set(sys.modules)
 print(json.dumps({"scores": result, "generic": sorted(generic), "env": "TRAINER_BUNDLE_ROOT" in __import__("os").environ}))
 """
 

@@ -1,4 +1,4 @@
-"""Extraction rules (bundle/sql_extract.py), one table row per rule, plus properties."""
+"""Extraction rules (bundle/sql/extract.py), one table row per rule, plus properties."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundle import sql_text, verify
-from bundle.scoring_limits import DEFAULT_LIMITS
-from bundle.sql_extract import Extracted, extract, extract_sql
+from bundle import verify
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.sql import text as sql_text
+from bundle.sql.extract import Extracted, extract, extract_sql
 from conftest import ROOT
 
 CASES = [

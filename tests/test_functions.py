@@ -1,4 +1,4 @@
-"""The functions a query may call (bundle/sql_functions.py): only deterministic ones, each charged
+"""The functions a query may call (bundle/sql/functions.py): only deterministic ones, each charged
 for the work it does, and the charged ones giving exactly what SQLite's own functions give."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bundle import sql_functions, sql_guard
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.sql import functions as sql_functions
+from bundle.sql import guard as sql_guard
 from bundle.verify import verify
 
 # One call of every function a query may call, with arguments that exercise it.
@@ -73,8 +74,8 @@ def test_every_allowed_function_answers_the_same_twice(db, name):
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_every_allowed_function_answers_the_same_in_another_process(db, name):
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from bundle import sql_guard; "
-            "from bundle.scoring_limits import DEFAULT_LIMITS as L; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from bundle.sql import guard as sql_guard; "
+            "from bundle.contract.limits import DEFAULT_LIMITS as L; "
             "r = sql_guard.run_query(sys.argv[2], sys.argv[3], L, budget_steps=10**7, wall_s=60); "
             "print(repr((r.rows[0][0], r.steps)))")
     done = subprocess.run([sys.executable, "-c", code, str(ROOT), db, WITH_VALUES + EXAMPLES[name]],

@@ -1,4 +1,4 @@
-"""Gold results with order: ORDER BY keys read from SQLite, ties grouped, LIMIT cutting a tie (gold_results.py)."""
+"""Gold results with order: ORDER BY keys read from SQLite, ties grouped, LIMIT cutting a tie (sql/gold_results.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import sqlite3
 
 import pytest
 
-from bundle import gold_results, sql_functions, sql_guard, sql_text
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.sql import functions as sql_functions
+from bundle.sql import gold_results
+from bundle.sql import guard as sql_guard
+from bundle.sql import text as sql_text
 from bundle.verify import gold_result, gold_shape, verify
 
 SCRIPT = """

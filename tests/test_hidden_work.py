@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from bundle import sql_expansion, sql_functions, sql_guard
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.sql import expansion as sql_expansion
+from bundle.sql import functions as sql_functions
+from bundle.sql import guard as sql_guard
 from bundle.verify import verify
 
 
@@ -185,8 +187,9 @@ def test_preparing_a_join_is_charged_for_what_the_planner_weighs(db):
 MEMORY_SCRIPT = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from bundle import sql_connection, sql_guard
-from bundle.scoring_limits import limits_from_env
+from bundle.sql import connection as sql_connection
+from bundle.sql import guard as sql_guard
+from bundle.contract.limits import limits_from_env
 from bundle.verify import verify
 db, limits = sys.argv[2], limits_from_env()
 for k in range(12):
@@ -223,7 +226,8 @@ COSTLY_CONSTANT = ("(SELECT count(*) FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNIO
 
 
 def _grade(root, output: str, gold: str, db_id: str):
-    from bundle import neighbour_search, scoring_entry
+    from bundle.scoring import entry as scoring_entry
+    from bundle.search import counterexample as neighbour_search
 
     neighbour_search.forget()  # every call searches anew
     call = scoring_entry.read_call({"output": output, "expected": gold, "extra_info": {"db_id": db_id}})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle import scoring_entry
+from bundle.scoring import entry as scoring_entry
 from harness.bench import labels as bench_labels
 from harness.bench import neighbours as bench_neighbours
 from harness.bench.labels import ARTEFACT, RIGHT, WRONG, Judged

@@ -1,4 +1,4 @@
-"""The one table of limits (bundle/scoring_limits.py): defaults, derived budgets, environment overrides."""
+"""The one table of limits (bundle/contract/limits.py): defaults, derived budgets, environment overrides."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import inspect
 
 import pytest
 
-from bundle import gold_results, sql_compare, sql_extract
-from bundle.scoring_limits import DEFAULT_LIMITS, SETTINGS, Limits, env_name, limits_from_env
+from bundle.contract.limits import DEFAULT_LIMITS, SETTINGS, Limits, env_name, limits_from_env
+from bundle.sql import compare as sql_compare
+from bundle.sql import extract as sql_extract
+from bundle.sql import gold_results
 
 
 def test_every_setting_is_a_field_with_a_unit_and_a_meaning():

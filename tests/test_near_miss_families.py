@@ -1,4 +1,4 @@
-"""The near-miss families (harness/audit/families.py): each family's edit, determinism, the held-out split, and
+"""The near-miss families (harness/audit/nearmiss/families.py): each family's edit, determinism, the held-out split, and
 that every near miss prepares and runs on its database (the sample's, and with $SPIDER_DATA every dev gold's)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 import sqlglot
 
 from conftest import sample_rows
-from harness.audit import families
-from harness.audit.families import ALL, DESCRIPTIONS, HELD_OUT, NEEDS_DATABASE, TUNING, NearMiss, near_misses
-from harness.audit.nearcontext import generate
+from harness.audit.nearmiss import families
+from harness.audit.nearmiss.context import generate
+from harness.audit.nearmiss.families import ALL, DESCRIPTIONS, HELD_OUT, NEEDS_DATABASE, TUNING, NearMiss, near_misses
 
 # (family, database of the embedded sample or None, gold, a near miss the family must give).
 CASES = [

@@ -1,10 +1,10 @@
-"""Near misses of the golds (harness/audit/nearmiss.py, oracle.py): which the bundle pays, which a fair
+"""Near misses of the golds (harness/audit/nearmiss/measure.py, oracle.py): which the bundle pays, which a fair
 database could reject (the oracle and its witness), the figures per family and group, the gate, and
 prepare's separation closing what the oracle finds, byte-reproducibly.
 
 The near misses come from a small generator written here (``FAMILIES``): the tests are about the
-measurement and the fix, not about harness.audit.families. The search aimed at the difference
-(bundle/difference_search.py) rejects these near misses at scoring time, so the module turns it off
+measurement and the fix, not about harness.audit.nearmiss.families. The search aimed at the difference
+(bundle/search/difference.py) rejects these near misses at scoring time, so the module turns it off
 (``SPIDER_SCORING_DIFFERENCE=off``): what is measured here is the neighbours and their separation."""
 
 from __future__ import annotations
@@ -21,8 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from bundle import neighbour_invariants, neighbour_mining, neighbour_proof
-from harness.audit import entry, families, loosened, nearmiss, nearmiss_report, oracle
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours import proof as neighbour_proof
+from harness.audit import entry
+from harness.audit.nearmiss import families, loosened, oracle
+from harness.audit.nearmiss import measure as nearmiss
+from harness.audit.nearmiss import report as nearmiss_report
 from harness.cli import main
 from harness.commands.verify import near_miss_check
 from harness.common.bundle_loader import load_bundle
@@ -309,7 +314,7 @@ def test_boundary_edits_take_the_literal_and_leave_between_bounds_alone(tmp_path
         conn.executescript("CREATE TABLE t(x INT, v INT); INSERT INTO t VALUES (1, 10), (2, 70);")
     conn = sqlite3.connect(path)
     try:
-        from bundle import neighbour_values as nv
+        from bundle.neighbours import values as nv
         literals, bounds = nv.literals_by_column(gold, {"x", "v"}), nv.between_bounds(gold, {"x", "v"})
         made = list(edits.boundary(conn, [("t", "v", "INT")], literals, bounds))
     finally:
@@ -361,7 +366,7 @@ def test_boundary_edits_start_on_the_rows_the_other_conditions_keep_and_reach_ev
     gold = "SELECT * FROM e WHERE year = 1956 AND total > 400"
     conn = sqlite3.connect(path)
     try:
-        from bundle import neighbour_values as nv
+        from bundle.neighbours import values as nv
         literals = nv.literals_by_column(gold, {"year", "total", "fte"})
         conditions = nv.comparisons_by_column(gold, {"year", "total", "fte"})
         assert conditions == {"year": [("=", 1956)], "total": [(">", 400)]}

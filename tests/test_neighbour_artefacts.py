@@ -1,5 +1,5 @@
 """Issue 25's artefact classes, each a rule of the neighbour generator: mined from the original
-(bundle/neighbour_mining.py), kept by the generator (neighbour_keep.py), proved (neighbour_proof.py),
+(bundle/neighbours/mining.py), kept by the generator (neighbours/keep.py), proved (neighbours/proof.py),
 on a tiny hand-built database and on the real Spider case that showed it (docs/neighbours.md,
 "What a neighbour keeps"):
 
@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from bundle import neighbour_invariants as inv
-from bundle import neighbour_mining, neighbour_proof
-from bundle.neighbour_fuzz import Fuzzer
-from bundle.neighbour_search import PLANS
-from bundle.neighbour_source import Draw, Focus, read_original
+from bundle.neighbours import invariants as inv
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours import proof as neighbour_proof
+from bundle.neighbours.fuzz import Fuzzer
+from bundle.neighbours.source import Draw, Focus, read_original
+from bundle.search.counterexample import PLANS
 from harness.prepare.neighbours import distil
 
 MAKES = {"amc": ["amc hornet", "amc gremlin", "amc matador (sw)"], "ford": ["ford pinto", "ford torino"],

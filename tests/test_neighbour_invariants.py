@@ -1,5 +1,5 @@
-"""What a neighbour database keeps of its original (bundle/neighbour_invariants.py, neighbour_proof.py) and
-the generator that keeps it (bundle/neighbour_fuzz.py): mined facts, their proof, and every real Spider
+"""What a neighbour database keeps of its original (bundle/neighbours/invariants.py, neighbours/proof.py) and
+the generator that keeps it (bundle/neighbours/fuzz.py): mined facts, their proof, and every real Spider
 database's neighbours breaking none."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bundle import neighbour_invariants as inv
-from bundle import neighbour_mining, neighbour_proof
-from bundle.neighbour_fuzz import Fuzzer
-from bundle.neighbour_source import Draw, Focus, read_original
+from bundle.neighbours import invariants as inv
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours import proof as neighbour_proof
+from bundle.neighbours.fuzz import Fuzzer
+from bundle.neighbours.source import Draw, Focus, read_original
 
 REGIONS = [("Caribbean", "North America"), ("Caribbean", "North America"), ("Caribbean", "North America"),
            ("Nordic", "Europe"), ("Nordic", "Europe"), ("Nordic", "Europe"), ("Andes", "South America"),

@@ -1,7 +1,7 @@
 """Neighbours that keep what the original's data implies where two fair readings differ, and vary what it
 does not fix: a gold's BETWEEN bounds, codes beside names, entities a gold groups by a parent the original
-never repeats, and categories repeated no more than the original repeats one (bundle/neighbour_plan.py,
-neighbour_links.py, neighbour_fuzz.py; docs/neighbours.md, "What a neighbour keeps")."""
+never repeats, and categories repeated no more than the original repeats one (bundle/neighbours/plan.py,
+neighbours/links.py, neighbours/fuzz.py; docs/neighbours.md, "What a neighbour keeps")."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bundle import neighbour_invariants, neighbour_mining, neighbour_proof
-from bundle.neighbour_fuzz import Fuzzer
-from bundle.neighbour_source import Draw, read_original
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours import proof as neighbour_proof
+from bundle.neighbours.fuzz import Fuzzer
+from bundle.neighbours.source import Draw, read_original
 from harness.prepare.neighbours import distil
 
 BUILDS = 16

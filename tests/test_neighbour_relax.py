@@ -1,6 +1,6 @@
 """Invariants that hide a question: a gold asking what a kept invariant rules out gets a neighbour
 that relaxes exactly that invariant, recorded in the index and accepted by the proof, and by nothing
-else (harness/prepare/neighbours/relax.py, bundle/neighbour_proof.py)."""
+else (harness/prepare/neighbours/relax.py, bundle/neighbours/proof.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bundle import gold_results, neighbour_mining, neighbour_proof, sql_guard
-from bundle import neighbour_invariants as inv
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.neighbours import invariants as inv
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours import proof as neighbour_proof
+from bundle.sql import gold_results
+from bundle.sql import guard as sql_guard
 from bundle.verify import MATCH, Neighbour, judge, verify
 from harness.emulator import neighbour_checks
 from harness.prepare import bundle_data

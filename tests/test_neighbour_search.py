@@ -1,4 +1,4 @@
-"""The counterexample search (bundle/neighbour_search.py): it finds what the distilled neighbours miss,
+"""The counterexample search (bundle/search/counterexample.py): it finds what the distilled neighbours miss,
 never a right answer's fault, stays a pure function of its inputs, keeps to its budget, and runs where
 the settings say (grader by default, reward when asked)."""
 
@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bundle import neighbour_invariants, neighbour_mining, neighbour_search, scoring_entry
-from bundle.neighbour_source import read_original
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours.source import read_original
+from bundle.scoring import entry as scoring_entry
+from bundle.search import counterexample as neighbour_search
 from bundle.verify import verify
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The search's databases built once per gold (bundle/neighbour_search_cache.py): a warm store gives
+"""The search's databases built once per gold (bundle/search/cache.py): a warm store gives
 the verdicts of a cold one in any order of predictions, what a prediction adds to its gold is still
 tried, the store keeps to its bounds and leaves no file behind."""
 
@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from bundle import neighbour_invariants, neighbour_mining, neighbour_search
-from bundle import neighbour_search_cache as cache
-from bundle.neighbour_source import read_original
-from bundle.scoring_errors import ScoringInfrastructureError
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.errors import ScoringInfrastructureError
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours.source import read_original
+from bundle.search import cache
+from bundle.search import counterexample as neighbour_search
 from bundle.verify import verify
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,7 +168,7 @@ import json, sys
 sys.path.insert(0, {root!r})
 sys.path.insert(0, {tests!r})
 from pathlib import Path
-from bundle import neighbour_search_cache
+from bundle.search import cache as neighbour_search_cache
 from test_neighbour_search_cache import _task, _verdict, PREDICTIONS
 task = _task(Path({db!r}))
 verdict = _verdict(task, Path({db!r}), PREDICTIONS[0], neighbour_search_cache.STORE)
@@ -221,7 +223,7 @@ def test_the_search_draws_the_databases_it_drew_before_it_was_made_faster(pets, 
 
 
 def test_a_long_query_s_tokens_are_never_kept():
-    from bundle import neighbour_values
+    from bundle.neighbours import values as neighbour_values
     before = neighbour_values._code_kept.cache_info().currsize
     long = "SELECT name FROM Pet WHERE " + " OR ".join(f"weight = {i}" for i in range(400))
     assert len(long) > neighbour_values._KEPT_LENGTH

@@ -11,10 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from bundle import gold_results, neighbour_invariants, neighbour_mining, neighbour_proof, scoring_entry, sql_compare
-from bundle.neighbour_fuzz import Fuzzer
-from bundle.neighbour_source import read_original
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours import proof as neighbour_proof
+from bundle.neighbours.fuzz import Fuzzer
+from bundle.neighbours.source import read_original
+from bundle.scoring import entry as scoring_entry
+from bundle.sql import compare as sql_compare
+from bundle.sql import gold_results
 from bundle.verify import MATCH, MISMATCH, Neighbour, gold_result, judge, verify
 from harness.prepare.neighbours import attach, distil, variants
 
@@ -214,7 +219,7 @@ def test_prepare_writes_nothing_when_a_neighbour_breaks_an_invariant(pets, pets_
 
 
 def test_a_constant_answer_repeats_the_rows():
-    from bundle.sql_guard import RawResult
+    from bundle.sql.guard import RawResult
     assert distil.constant_answer(RawResult(("n",), [(6,)], 0, 0.0)) == "SELECT 6"
     assert distil.constant_answer(RawResult(("a", "b"), [], 0, 0.0)) == "SELECT NULL, NULL WHERE 0"
 
@@ -261,7 +266,7 @@ def test_a_changed_neighbour_file_is_an_infrastructure_error(neighbour_bundle, t
     copy = Path(shutil.copytree(neighbour_bundle, tmp_path / "copy"))
     victim = sorted((copy / "data" / "neighbours").glob("pets_club-*.sqlite"))[0]
     victim.write_bytes(victim.read_bytes() + b"\0")
-    from bundle.scoring_errors import DatabaseUnavailableError
+    from bundle.contract.errors import DatabaseUnavailableError
     with pytest.raises(DatabaseUnavailableError, match="neighbour"):
         _grade(copy, "SELECT count(*) FROM Owner", "SELECT count(*) FROM Owner")
 

@@ -1,4 +1,4 @@
-"""The query planner's work bounded before it is spent (bundle/sql_planner.py, issue 38): the tables each
+"""The query planner's work bounded before it is spent (bundle/sql/planner.py, issue 38): the tables each
 FROM clause joins are read from the text and weighed (the cube of each clause's tables, flattened),
 and a query over ``max_join_weight`` is refused before SQLite prepares it. Nothing here reads a clock:
 what is checked is the count, and that nothing ran."""
@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from bundle import sql_guard, sql_planner
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.sql import guard as sql_guard
+from bundle.sql import planner as sql_planner
 from bundle.verify import verify
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle import sql_guard
+from bundle.sql import guard as sql_guard
 from bundle.verify import gold_shape, verify
 from conftest import find_spider
 

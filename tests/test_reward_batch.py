@@ -9,8 +9,9 @@ import warnings
 
 import pytest
 
-from bundle import reward, scoring_batch, verify
-from bundle.scoring_errors import UNSCORED_WARNING, CallArgumentsError, StaleBundleError
+from bundle import reward, verify
+from bundle.contract.errors import UNSCORED_WARNING, CallArgumentsError, StaleBundleError
+from bundle.scoring import batch as scoring_batch
 from harness.common.completions import message_text as harness_message_text
 
 GOLD = "SELECT count(*) FROM Owner"

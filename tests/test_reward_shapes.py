@@ -16,9 +16,12 @@ import warnings
 
 import pytest
 
-from bundle import bundle_index, reward, reward_shapes, scoring_batch, verify
 from bundle import grader as bundle_grader
-from bundle.scoring_errors import BundleDataError
+from bundle import reward, verify
+from bundle.contract import shapes as reward_shapes
+from bundle.contract.errors import BundleDataError
+from bundle.scoring import batch as scoring_batch
+from bundle.scoring import index as bundle_index
 from conftest import stage_bundle
 from harness.cli import main as cli_main
 from harness.common.errors import InputError

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from bundle import sql_functions, sql_guard
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.sql import functions as sql_functions
+from bundle.sql import guard as sql_guard
 from bundle.verify import verify
 from harness.emulator import hostile
 
@@ -225,7 +226,7 @@ def test_the_threads_page_caches_stay_within_one_process_wide_bound(fixture_dbs,
     # Eight threads, each opening every database: together they may keep at most the process-wide
     # bound (plus the one connection a thread always keeps), and a thread that ends gives its share
     # back. Eight audit threads once kept more than SQLite's heap ceiling open between them.
-    from bundle import sql_connection
+    from bundle.sql import connection as sql_connection
     paths = []
     for i in range(24):  # copies: a connection per file
         path = tmp_path / f"copy{i}.sqlite"

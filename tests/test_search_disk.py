@@ -1,4 +1,4 @@
-"""The search's databases kept on disk for later processes (bundle/search_disk.py): a warm folder
+"""The search's databases kept on disk for later processes (bundle/search/disk.py): a warm folder
 gives the verdicts of a cold search, builds nothing, and is read where it lies; a damaged entry is
 drawn again; a folder that cannot be written changes nothing; a key names everything that decides
 a database."""
@@ -13,11 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from bundle import neighbour_invariants, neighbour_mining, neighbour_search, search_disk
-from bundle import neighbour_search_cache as cache
-from bundle.neighbour_source import read_original
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours.source import read_original
+from bundle.search import cache
+from bundle.search import counterexample as neighbour_search
+from bundle.search import disk as search_disk
 from bundle.verify import verify
+from harness.prepare import pack
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLD = "SELECT name FROM Pet WHERE species = 'dog' AND weight > 10"
@@ -138,10 +142,8 @@ def test_the_code_digest_changes_with_any_bundle_module(tmp_path):
     """Each bundle module's bytes are in the key: a copy of the bundle with one byte changed in one
     module has another digest (read in a fresh process, the copy's own)."""
     copy = tmp_path / "bundle"
-    copy.mkdir()
-    for f in (ROOT / "bundle").glob("*.py"):
-        (copy / f.name).write_bytes(f.read_bytes())
-    probe = "import sys; sys.path.insert(0, sys.argv[1]); import bundle.search_disk as d; print(d.code_digest())"
+    pack.stage_modules(copy, ROOT / "bundle")
+    probe = "import sys; sys.path.insert(0, sys.argv[1]); import bundle.search.disk as d; print(d.code_digest())"
 
     def digest() -> str:
         return subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True,
@@ -149,9 +151,13 @@ def test_the_code_digest_changes_with_any_bundle_module(tmp_path):
 
     before = digest()
     assert len(before) == 64
-    with (copy / "sql_compare.py").open("a") as handle:
+    with (copy / "sql" / "compare.py").open("a") as handle:  # a module of a subpackage
         handle.write("\n# one more line\n")
-    assert digest() != before
+    after = digest()
+    assert after != before
+    with (copy / "reward.py").open("a") as handle:  # an entry file at the root
+        handle.write("\n# one more line\n")
+    assert digest() != after
 
 
 def test_a_second_process_grades_from_the_folder_the_first_kept(neighbour_bundle, tmp_path):
@@ -163,7 +169,8 @@ def test_a_second_process_grades_from_the_folder_the_first_kept(neighbour_bundle
     probe = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from bundle import scoring_entry, search_disk
+from bundle.scoring import entry as scoring_entry
+from bundle.search import disk as search_disk
 rows = json.loads(sys.argv[3])
 out = []
 for row in rows:

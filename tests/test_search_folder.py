@@ -1,4 +1,4 @@
-"""The counterexample search's temporary folders (bundle/search_folder.py): nothing left behind by a
+"""The counterexample search's temporary folders (bundle/search/folder.py): nothing left behind by a
 killed or pooled process, and nothing of a live one ever removed."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle import search_folder
+from bundle.search import folder as search_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(search_folder.fcntl is None, reason="no fcntl on this platform: nothing is swept")
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(search_folder.fcntl is None, reason="no fcntl on
 OWNER = """
 import os, sys
 sys.path.insert(0, {root!r})
-from bundle import search_folder
+from bundle.search import folder as search_folder
 folder = search_folder.folder()
 open(os.path.join(folder, "half-built.sqlite"), "wb").write(b"x" * 100)
 print(folder, flush=True)
@@ -81,7 +81,7 @@ def test_a_forked_child_makes_its_own_folder_and_leaves_its_parents(tmp_path):
     script = f"""
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
-from bundle import search_folder
+from bundle.search import folder as search_folder
 parent = search_folder.folder()
 pid = os.fork()
 if pid == 0:

@@ -328,7 +328,7 @@ def test_bundle_errors_map_to_their_http_status(sample_zip, tmp_path):
     from harness.service.bundle import ServedBundle
     served = ServedBundle.load(sample_zip, tmp_path)
     try:
-        errors = served.loaded.module("scoring_errors")
+        errors = served.loaded.module("contract.errors")
         for known in BUNDLE_ERRORS.values():
             mapped = served.classify(getattr(errors, known.name)("boom"))
             assert (mapped.status, mapped.error, mapped.message) == (known.http_status, known.name, "boom")

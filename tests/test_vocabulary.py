@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
-from bundle import scoring_entry, scoring_errors, verify
+from bundle import verify
+from bundle.contract import errors as scoring_errors
+from bundle.scoring import entry as scoring_entry
 from conftest import ROOT
 from harness.common import errors
 from harness.common.completions import message_text

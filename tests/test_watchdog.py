@@ -1,4 +1,4 @@
-"""The watchdog (bundle/sql_watchdog.py): a guard on the scoring thread's CPU time that stops a call
+"""The watchdog (bundle/sql/watchdog.py): a guard on the scoring thread's CPU time that stops a call
 anywhere (preparing, running, fetching, finishing) and never decides a verdict.
 
 Driven by fake clocks: no test here waits for a guard measured in seconds, and none asserts a
@@ -12,8 +12,9 @@ import threading
 
 import pytest
 
-from bundle import sql_guard, sql_watchdog
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.sql import guard as sql_guard
+from bundle.sql import watchdog as sql_watchdog
 from bundle.verify import verify
 from test_hidden_work import nested_ctes
 

@@ -157,7 +157,7 @@ def main() -> None:
             step["bundle_outcomes"] = [grader.grade(output=s, expected=g)["outcome"] for s, g in zip(step["texts"], golds)]
             del step["prompts"]
         report["runs"][variant] = {"steps": seen, "arg_types": arg_types, "seconds": round(time.perf_counter() - t, 1)}
-    report["generic_modules"] = sorted(m for m in ("verify", "reward", "grader", "scoring_entry", "sql_guard")
+    report["generic_modules"] = sorted(m for m in ("verify", "reward", "grader", "scoring_entry", "sql_guard", "sql", "scoring", "search")
                                        if m in sys.modules)
     report["seconds"] = round(time.perf_counter() - started, 1)
     with open(out_path, "w", encoding="utf-8") as f:

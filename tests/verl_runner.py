@@ -41,7 +41,7 @@ os.environ.update(loopback_env())
 # Its workers at the caller's priority, not Ray's nice 15 (tests/conftest.py says why).
 os.environ.update({"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0", "RAY_worker_niceness": "0"})
 
-GENERIC = ("verify", "reward", "grader", "scoring_entry", "sql_guard", "bundle_index")
+GENERIC = ("verify", "reward", "grader", "scoring_entry", "sql_guard", "bundle_index", "sql", "scoring", "search", "contract")
 
 
 def reward_config(path: str, extra: list[str] = ()):

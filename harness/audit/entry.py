@@ -9,7 +9,7 @@
   seeds) the near misses the oracle shows wrong, each with its witness database.
 
 Each runs the audit (harness.audit.run) and, unless told not to, the near-miss measurement
-(harness.audit.nearmiss) on the same loaded bundle; the audit document holds it as ``near_misses``.
+(harness.audit.nearmiss.measure) on the same loaded bundle; the audit document holds it as ``near_misses``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from bundle.bundle_index import normalize_gold
-from harness.audit import nearmiss, oracle, rewrites, run
+from bundle.scoring.index import normalize_gold
+from harness.audit import rewrites, run
+from harness.audit.nearmiss import measure as nearmiss
+from harness.audit.nearmiss import oracle
 from harness.common.bundle_loader import load_bundle
 from harness.common.errors import InputError
 from harness.common.memo import Memo
@@ -46,7 +48,7 @@ def audit_zip(zip_path: Path, splits: tuple[str, ...] = run.DEFAULT_SPLITS, *, t
 class NearMisses:
     """How the near misses are measured: ``which`` families (all, tuning, held_out, or None: not at
     all), the oracle's ``settings``, ``work``: where its witness databases are kept for the caller,
-    ``families``: the generator (default harness.audit.families)."""
+    ``families``: the generator (default harness.audit.nearmiss.families)."""
 
     which: str | None = "all"
     settings: oracle.Settings = oracle.MEASURE
@@ -134,7 +136,7 @@ def review(staged: Path, *, drop_hackable: bool, purpose: str = "measure", work:
     None: none) are measured with the oracle's build seeds, and each one missed is a hole whose
     witness database is kept under ``work`` for the separation; for ``measure``, every family
     with the measurement's seeds (none when ``near_miss_families`` is None). ``families``: the
-    generator (default harness.audit.families). ``memo``: where each database's parts are kept for the
+    generator (default harness.audit.nearmiss.families). ``memo``: where each database's parts are kept for the
     next review (harness.common.memo): the same review, the work done once."""
     if purpose not in PURPOSES:
         raise ValueError(f"purpose {purpose!r}: one of {', '.join(PURPOSES)}")

@@ -37,7 +37,7 @@ def _bundle_facts(loaded: LoadedBundle) -> dict:
     index = loaded.index()
     neighbours = sum(len(e.get("neighbours") or []) for e in index.get("databases", {}).values())
     try:  # the bundle's settings as its calls read them (SPIDER_SCORING_SEMANTICS); an internal module, so guarded
-        semantics = str(loaded.module("scoring_entry").current_limits().semantics)
+        semantics = str(loaded.module("scoring.entry").current_limits().semantics)
     except (AttributeError, HarnessError):
         semantics = "unknown"
     return {"zip": loaded.zip_path, "sha256": loaded.sha256, "semantics": semantics, "neighbour_databases": neighbours}

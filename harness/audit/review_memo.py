@@ -16,8 +16,8 @@ import hashlib
 import json
 import os
 
-from bundle.search_disk import ENV as SEARCH_CACHE_ENV
-from bundle.search_disk import folder_digest
+from bundle.search.disk import ENV as SEARCH_CACHE_ENV
+from bundle.search.disk import folder_digest
 from harness.common.bundle_loader import LoadedBundle
 from harness.common.memo import plain
 
@@ -45,7 +45,7 @@ def database_prints(loaded: LoadedBundle) -> dict[str, str]:
 
 
 def _zip(loaded: LoadedBundle) -> tuple[str, dict[str, str]]:
-    """The loaded bundle's modules' digest (``search_disk.folder_digest``) and its originals' SHA-256, once a zip."""
+    """The loaded bundle's modules' digest (``search.disk.folder_digest``) and its originals' SHA-256, once a zip."""
     found = _ZIPS.get(loaded.sha256)
     if found is None:
         originals = {db_id: str(e["sha256"]) for db_id, e in loaded.index()["databases"].items()}

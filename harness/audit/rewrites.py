@@ -4,7 +4,7 @@ Closing a hole must not cost a fair answer. ``fixtures/neighbours/rewrites.json`
 real Spider golds that answer the same question in other words (join order, aliases, ``IN``
 against ``EXISTS``...; docs/neighbours.md); every rewrite of a gold the audited splits hold is
 scored like the degenerate answers, and each one not paid 1.0 is a *rejected equivalent rewrite*.
-Golds are matched as the bundle matches them (``bundle_index.normalize_gold``).
+Golds are matched as the bundle matches them (``scoring.index.normalize_gold``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bundle.bundle_index import normalize_gold
+from bundle.scoring.index import normalize_gold
 from harness.audit.model import AuditRow, paid
 from harness.emulator.calls import Call
 

@@ -210,7 +210,7 @@ def heap_alone(loaded: LoadedBundle) -> Callable[[], contextlib.AbstractContextM
     """A context in which no query of the loaded bundle runs: the audit's own SQLite work (building
     witnesses) shares the process-wide heap ceiling the bundle sets, and a degenerate answer that
     fills it beside a build would fail the build (MemoryError) rather than itself."""
-    turns = loaded.module("sql_guard").TURNS
+    turns = loaded.module("sql.guard").TURNS
 
     @contextlib.contextmanager
     def alone() -> Iterator[None]:

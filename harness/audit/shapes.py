@@ -1,7 +1,7 @@
 """The audit per reward shape: what each shape pays a degenerate policy, beside what it pays the gold.
 
 Fed by the audit's per-candidate outcomes (harness.audit.run scores every candidate once, with its
-outcome): for every preset of bundle.reward_shapes (and the bundle's own shape, when it is a
+outcome): for every preset of bundle.contract.shapes (and the bundle's own shape, when it is a
 custom one), every split audited and every policy of the catalogue, the **expected reward** of a
 policy that writes, on each row it applies to, one of its candidates at random: the mean over the
 row's candidates of what the shape pays for each one's outcome, then the mean over the rows. A
@@ -28,7 +28,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 
-from bundle import reward_shapes
+from bundle.contract import shapes as reward_shapes
 from harness.audit.catalogue import POLICIES
 from harness.audit.model import AuditRow, Scored
 from harness.emulator.calls import Call

@@ -6,7 +6,7 @@ original's data (harness.audit.invariants). The witnesses of one original, built
 
 * ``emptied``: the schema with no row (keeps every invariant, vacuously): a gold whose result
   depends on the data returns something else there, so an answer that reads no table is wrong;
-* ``fuzzed k``: a database drawn by the neighbour generator (bundle.neighbour_fuzz) with the
+* ``fuzzed k``: a database drawn by the neighbour generator (bundle.neighbours.fuzz) with the
   audit's own seeds, from the original's values and the golds' literals;
 * ``doubled T``: the original with every row of table ``T`` copied once, with fresh values in its
   declared keys and in every column the invariants keep unique: duplicates where the data allows
@@ -30,10 +30,11 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bundle import neighbour_invariants, neighbour_mining
-from bundle.neighbour_fuzz import Fuzzer
-from bundle.neighbour_source import Draw, read_original
-from bundle.neighbour_values import grouped_columns
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours.fuzz import Fuzzer
+from bundle.neighbours.source import Draw, read_original
+from bundle.neighbours.values import grouped_columns
 from harness.audit import invariants as inv
 from harness.prepare.neighbours.distil import focus_for
 

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bundle import sql_guard
-from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+from bundle.contract.limits import DEFAULT_LIMITS, Limits
+from bundle.sql import guard as sql_guard
 from bundle.verify import gold_result
 
 

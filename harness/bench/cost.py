@@ -36,8 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bundle import neighbour_search, sql_guard
-from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+from bundle.contract.limits import DEFAULT_LIMITS, Limits
+from bundle.search import counterexample as neighbour_search
+from bundle.sql import guard as sql_guard
 from bundle.verify import verify
 from harness.emulator import hostile
 

@@ -1,10 +1,10 @@
 """`bench`, the search aimed at the difference: what it costs a reward call, beside bare sqlite3.
 
 A reward call that matches on the original and the neighbours is searched on edits of the original
-(bundle/difference_search.py). What that costs, one process (one core), on the dev golds of the
+(bundle/search/difference.py). What that costs, one process (one core), on the dev golds of the
 equivalent rewrites (``fixtures/neighbours/rewrites.json``: right answers in other words, each
 paid only if no edit tells it from its gold) and on the near misses of those golds that the
-original accepts (harness.audit.families):
+original accepts (harness.audit.nearmiss.families):
 
 - a gold's first call: its edits are found, proved and the gold run on each (kept per process);
 - a warm call: a right answer in new words (a text the process has not seen: the search runs
@@ -54,8 +54,9 @@ def run(spider: Path, work: Path) -> dict:
     counterexample search is the grader's)."""
     staged, pairs = stage(spider, work)
     os.environ.setdefault("SPIDER_SCORING_SEARCH", "off")
-    from bundle import difference_search, scoring_entry
-    from harness.audit import families
+    from bundle.scoring import entry as scoring_entry
+    from bundle.search import difference as difference_search
+    from harness.audit.nearmiss import families
 
     def score(sql: str, gold: str, db_id: str) -> tuple[float, Verdict]:
         started = time.perf_counter()

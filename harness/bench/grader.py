@@ -9,7 +9,7 @@ prediction of a gold after the first in a grading run). Three scorers judge ever
 pair, in this one process (one core), interleaved a few pairs at a time so that a change of load
 falls on all three alike:
 
-* ``grader``: the grader as it ships (``scoring_entry.score_call``, caller ``grader``): the original,
+* ``grader``: the grader as it ships (``scoring.entry.score_call``, caller ``grader``): the original,
   the neighbours, then the counterexample search after a match;
 * ``grader_no_search``: the same with ``search=off``;
 * ``evaluator``: the official evaluator's execution match (harness.bench.evaluator), when
@@ -28,8 +28,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bundle import neighbour_search, scoring_entry
-from bundle.scoring_limits import Limits
+from bundle.contract.limits import Limits
+from bundle.scoring import entry as scoring_entry
+from bundle.search import counterexample as neighbour_search
 from harness.bench.evaluator import Evaluator
 from harness.bench.search import OTHER_TEXT
 from harness.common import mutate

@@ -2,7 +2,7 @@
 
 A GRPO step asks the reward for groups of ``GROUP`` completions of one prompt (TRL's
 ``num_generations``), ``PROMPTS`` prompts a call. A sampled group often repeats a completion; the
-bundle scores identical (completion text, row) pairs of one batch once (bundle/scoring_batch.py).
+bundle scores identical (completion text, row) pairs of one batch once (bundle/scoring/batch.py).
 The duplicate rates are assumed, not measured (no sampled groups of a model are at hand offline):
 each group here has 8, 4 or 2 distinct completions (0, 50 or 75% duplicates), drawn from eight
 distinct variants of the row's gold (the gold, a fenced copy, lower case, DISTINCT, LIMIT 0,

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from func_timeout import FunctionTimedOut, func_timeout
 
-from bundle.scoring_limits import DEFAULT_LIMITS
-from bundle.sql_compare import bag_shape, compare, normalize_rows
+from bundle.contract.limits import DEFAULT_LIMITS
+from bundle.sql.compare import bag_shape, compare, normalize_rows
 from bundle.verify import verify
 from harness.common.errors import InputError
 

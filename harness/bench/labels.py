@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from bundle import scoring_entry
+from bundle.scoring import entry as scoring_entry
 from harness.bench import neighbours as bench_neighbours
 from harness.common.errors import InputError
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from bundle import scoring_entry
+from bundle.scoring import entry as scoring_entry
 from bundle.verify import verify
 from harness.bench import search as bench_search
 from harness.bench.search import golds_by_db, neighbours_of, searcher
@@ -51,8 +51,7 @@ def stage_dev_bundle(spider: Path, dest: Path, limit: int | None = None,
     rows = json.loads((spider / "dev.json").read_text(encoding="utf-8"))
     keep = [r for r in rows if (spider / "database" / r["db_id"] / f"{r['db_id']}.sqlite").is_file()
             and (databases is None or r["db_id"] in databases)][:limit]
-    for src in (ROOT / "bundle").glob("*.py"):
-        shutil.copy2(src, dest / src.name)
+    pack.stage_modules(dest, ROOT / "bundle")
     listed = disputed_golds.load()
     marks = [listed.match(r["db_id"], r["query"]) for r in keep]
     index_rows = [bundle_data.IndexRow(f"eval-{i:05d}", "eval", r["db_id"], r["query"], m.id if m else None)

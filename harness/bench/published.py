@@ -9,7 +9,7 @@ evaluator's execution match (harness.bench.evaluator), on the first staged dev r
   answer to a row, then the evaluator judges the same answers, so that a change of the machine's
   load falls on both alike. A row's systems are graded together, as a grading run of several
   systems, stages or checkpoints in one process does: the search's databases of a gold are built by
-  its first answer and reused by the others (``neighbour_search_cache``). Everything the grader
+  its first answer and reused by the others (``search.cache``). Everything the grader
   does for a row is on the clock, its plans (the gold on the original and on the neighbours)
   included; the evaluator runs both queries on every call, which is how it works;
 * **every core**: the grader alone, the rows dealt in contiguous blocks to one spawned process a
@@ -37,8 +37,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bundle import neighbour_search, scoring_entry, search_disk
-from bundle.scoring_errors import ScoringInfrastructureError
+from bundle.contract.errors import ScoringInfrastructureError
+from bundle.scoring import entry as scoring_entry
+from bundle.search import counterexample as neighbour_search
+from bundle.search import disk as search_disk
 from harness.bench.evaluator import Evaluator
 from harness.bench.overturns import read_predictions
 from harness.common import search_cache

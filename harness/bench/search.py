@@ -12,7 +12,7 @@
    search (target: at most 1% rejected).
 
 The search runs here on distilled neighbours held in memory (``searcher``), exactly as the bundle
-runs it (``bundle.neighbour_search``).
+runs it (``bundle.search.counterexample``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bundle import gold_results, neighbour_invariants, neighbour_search, scoring_entry
-from bundle.neighbour_source import Original, read_original
-from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+from bundle.contract.limits import DEFAULT_LIMITS, Limits
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours.source import Original, read_original
+from bundle.scoring import entry as scoring_entry
+from bundle.search import counterexample as neighbour_search
+from bundle.sql import gold_results
 from bundle.verify import Disputed, Neighbour, Searched, verify
 from harness.bench.budget import spider_golds
 from harness.prepare import disputed as disputed_golds

@@ -9,7 +9,7 @@ splits named (from the bundle's index, so a zip alone is enough). Prints the tab
 behind it (every hackable row with the answers paid and the witness showing each wrong; every
 set-aside row), then what each reward shape pays every policy (harness.audit.shapes, with a warning
 for each policy the bundle's own shape pays above nothing), then the near misses of the golds
-(harness.audit.nearmiss: per family, killed of the killable ones, missed, blocked, equivalent), and
+(harness.audit.nearmiss.measure: per family, killed of the killable ones, missed, blocked, equivalent), and
 exits 1 (VerificationFailed) when the share of hackable rows of a split is over ``--max-hackable``
 or its near-miss kill rate under ``--min-kill-rate``.
 """
@@ -21,8 +21,11 @@ import json
 import os
 from pathlib import Path
 
-from harness.audit import entry, nearmiss, nearmiss_report, published, report, shapes
+from harness.audit import entry, report, shapes
 from harness.audit import run as audit_run
+from harness.audit.nearmiss import measure as nearmiss
+from harness.audit.nearmiss import published
+from harness.audit.nearmiss import report as nearmiss_report
 from harness.commands import options
 from harness.common.errors import InputError, VerificationFailed
 from harness.common.files import atomic_write_bytes
@@ -61,7 +64,7 @@ def add_near_misses(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--near-miss-families", choices=("all", "tuning", "held_out", "blind", "blind2", "none"),
                         default="all", metavar="WHICH",
                         help="near misses measured: all families (default), tuning, held_out, blind or blind2 (two "
-                             "sets written apart from the scorer's tuning, harness/audit/blind.py and blind2.py), or "
+                             "sets written apart from the scorer's tuning, harness/audit/nearmiss/blind.py and blind2.py), or "
                              "none (skips the measurement, the slowest part; docs/audit.md)")
     parser.add_argument("--min-kill-rate", type=share, default=nearmiss_report.DEFAULT_MIN_KILL_RATE, metavar="SHARE",
                         help="fail when a split's near-miss kill rate (killed / (killed + missed)) is under this "
@@ -92,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--predictions", type=Path, nargs="+", metavar="FILE",
                         help="published systems' Spider dev predictions (one query a line, in dev order; a file a "
                              "system), measured as near misses of their rows' golds instead of the families "
-                             "(harness/audit/published.py); the bundle's rows must be dev rows")
+                             "(harness/audit/nearmiss/published.py); the bundle's rows must be dev rows")
     parser.add_argument("--spider", type=Path, metavar="DIR",
                         help="the Spider folder whose dev.json orders --predictions (default: $SPIDER_DATA)")
     options.add_json(parser, "the audit (every hackable and set-aside row, the near misses)")

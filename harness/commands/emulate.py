@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from bundle.scoring_limits import DEFAULT_LIMITS
+from bundle.contract.limits import DEFAULT_LIMITS
 from harness.commands import options
 from harness.common import bundle_zip
 from harness.common.errors import CHECKS_FAILED, InputError

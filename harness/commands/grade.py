@@ -17,7 +17,7 @@ results in the same order.
 
 The counterexample search's databases are kept in ``DATA/cache/search/<the bundle index's SHA-256,
 16 digits>`` (``--search-cache DIR`` for another base; ``off``: nothing kept), by the bundle's own
-key (bundle/search_disk.py): ``prepare`` drew the eval golds' sets there, and a later stage or
+key (bundle/search/disk.py): ``prepare`` drew the eval golds' sets there, and a later stage or
 checkpoint reads what an earlier one added, with the same verdicts. Ray workers keep nothing
 unless their nodes' environment names a folder.
 """

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bundle import reward_shapes
+from bundle.contract import shapes as reward_shapes
 from harness.common.cores import usable_cores
 from harness.common.errors import InputError
 from harness.common.files import check_writable_folder, sha256_file

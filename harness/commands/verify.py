@@ -19,8 +19,9 @@ import json
 import time
 from pathlib import Path
 
-from harness.audit import entry, nearmiss_report, shapes
+from harness.audit import entry, shapes
 from harness.audit import report as audit_report
+from harness.audit.nearmiss import report as nearmiss_report
 from harness.commands import audit as audit_command
 from harness.commands import options
 from harness.common import bundle_zip

@@ -159,6 +159,6 @@ def summarize(path: str | os.PathLike, caps: Caps = CAPS) -> ZipSummary:
         raise PackError(f"{path} would be refused: " + "; ".join(problems))
     names = [i.filename for i in infos]
     return ZipSummary(str(path), hashlib.sha256(data).hexdigest(), len(data), sum(i.file_size for i in infos),
-                      len(infos), sum(1 for n in names if "/" not in n and n.endswith(".py")),
+                      len(infos), sum(1 for n in names if n.endswith(".py") and not n.startswith("data/")),
                       sum(1 for n in names if n.startswith(DATABASE_DIR + "/")),
                       sum(1 for n in names if n.startswith(NEIGHBOUR_DIR + "/")))

@@ -86,7 +86,7 @@ class PortUnavailable(HarnessError):
 
 
 # (code, name, meaning): every exit status a process of this project ends with. A test keeps it
-# equal to the exception classes (here and in bundle/scoring_errors.py) and to the docs' table.
+# equal to the exception classes (here and in bundle/contract/errors.py) and to the docs' table.
 EXIT_CODES: tuple[tuple[int, str, str], ...] = (
     (OK, "ok", "the command did what it was asked"),
     (CHECKS_FAILED, "VerificationFailed", "checks ran and found failures: pre-push verification, "

@@ -7,7 +7,7 @@ folder through ``--data DIR`` and writes its own product there unless ``--output
 | path under DIR | what | made by |
 |---|---|---|
 | ``data/train.jsonl``, ``data/rl.jsonl``, ``data/eval.jsonl`` | the three chat-JSONL splits | ``make bundle`` / ``make sample-bundle`` |
-| ``bundle/`` | the staged bundle: ``bundle/*.py`` and ``data/`` | the same |
+| ``bundle/`` | the staged bundle: ``bundle/**/*.py`` and ``data/`` | the same |
 | ``prepare-summary.json`` | what prepare printed | the same |
 | ``spider-scoring.zip`` | the bundle zip | ``make pack`` |
 | ``pipeline.json`` | the trainer's plan | ``make pipeline`` |

@@ -1,7 +1,7 @@
 """The closed vocabularies the harness reads and writes: outcomes, call kinds, the bundle's error codes.
 
 The bundle defines what it returns (``bundle/verify.py`` ``OUTCOMES``) and what it raises
-(``bundle/scoring_errors.py``, each class with a stable ``code``). The harness cannot import the
+(``bundle/contract/errors.py``, each class with a stable ``code``). The harness cannot import the
 bundle where the bundle is a zip under test (the trainer container, the service image), so the names
 are stated here once, typed, and tests/test_vocabulary.py holds them equal to the bundle's. The
 harness matches a bundle error by its ``code``, never by its class name.
@@ -44,7 +44,7 @@ class BundleError:
     """How the harness treats one of the bundle's typed errors."""
 
     code: ErrorCode
-    name: str  # the class in bundle/scoring_errors.py, for messages and docs only
+    name: str  # the class in bundle/contract/errors.py, for messages and docs only
     exit_code: int  # as the class carries it
     outcome: UnscoredOutcome
     http_status: int  # what the grader service answers: 4xx the request's (no retry helps), 5xx its data

@@ -1,6 +1,6 @@
 """What a bundle's index declares its reward pays per outcome (``reward_shape``), read as data.
 
-``prepare --reward-shape`` writes the shape into ``data/index.json`` (bundle/reward_shapes.py;
+``prepare --reward-shape`` writes the shape into ``data/index.json`` (bundle/contract/shapes.py;
 docs/reward-shapes.md). The emulated trainer and the audit judge a shaped reward by that table:
 they cannot import the repository's ``bundle/`` where they run (the trainer container tests the
 zip's copy), and they must not let the zip's own code say what is right. An index without the key

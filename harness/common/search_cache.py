@@ -1,5 +1,5 @@
 """The folder where grading keeps the counterexample search's databases for later stages
-(bundle/search_disk.py, named to the bundle by ``SPIDER_SCORING_SEARCH_CACHE``).
+(bundle/search/disk.py, named to the bundle by ``SPIDER_SCORING_SEARCH_CACHE``).
 
 ``keeping(folder)`` names it for the ``with`` block: the bundle loaded in this process and every
 worker process started inside read and keep the search's databases there. ``None``: nothing kept.
@@ -19,7 +19,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-ENV = "SPIDER_SCORING_SEARCH_CACHE"  # bundle/search_disk.py's ENV (common imports nothing of the bundle)
+ENV = "SPIDER_SCORING_SEARCH_CACHE"  # bundle/search/disk.py's ENV (common imports nothing of the bundle)
 OFF = "off"  # ``--search-cache off``: nothing kept
 
 

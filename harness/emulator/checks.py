@@ -152,8 +152,10 @@ def check_missing_database(loaded: LoadedBundle, workdir: Path) -> Check:
     for variant in ("missing", "corrupt"):
         probe_root = Path(tempfile.mkdtemp(prefix=f"probe-{variant}-", dir=workdir))
         try:
-            for entry in loaded.root.glob("*.py"):
-                shutil.copyfile(entry, probe_root / entry.name)
+            for entry in loaded.root.rglob("*.py"):  # the code, subpackages too; data/ holds none
+                name = entry.relative_to(loaded.root)
+                (probe_root / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(entry, probe_root / name)
             (probe_root / "data" / "databases").mkdir(parents=True)
             shutil.copyfile(loaded.root / "data" / "index.json", probe_root / "data" / "index.json")
             if variant == "corrupt":

@@ -5,7 +5,7 @@
 * every neighbour keeps every invariant of its original's data that the index records (a relaxed
   one every invariant but the one its entry names), and every gold judged on a neighbour finds
   there what it presupposes (the bundle's own
-  ``neighbour_proof.prove_bundle``, run on the unpacked zip: the proof ``prepare`` made, again);
+  ``neighbours.proof.prove_bundle``, run on the unpacked zip: the proof ``prepare`` made, again);
 * every distinct gold matches itself on the original database and on every neighbour it is judged
   on (through the bundle's ``grader.grade``, as the trainer scores);
 * a sample of golds, given as a prediction in another text (so that the search cannot tell it is
@@ -39,7 +39,7 @@ def check_neighbours(loaded: LoadedBundle, max_golds: int | None = None) -> Chec
     if not count:
         return Check(NAME, True, "no neighbour databases in this bundle (prepared with --neighbours none): "
                                  "completions are judged on the original databases only")
-    failures = [f"invariant: {v}" for v in loaded.module("neighbour_proof").prove_bundle(index, str(loaded.root / "data"))]
+    failures = [f"invariant: {v}" for v in loaded.module("neighbours.proof").prove_bundle(index, str(loaded.root / "data"))]
     grade = loaded.function("grader:grade")
     pairs = sorted({(r["db_id"], r["gold"]) for r in index.get("rows", [])
                     if databases.get(r["db_id"], {}).get("neighbours")})[:max_golds]

@@ -3,7 +3,8 @@
 ``-I -S``: no site-packages, no PYTHON* variables, not even this file's folder on the path, so the
 bundle sees the standard library and nothing else. Prints one JSON object on stdout.
 
-* ``imports ROOT``: import the bundle as a package and every module in it; report every top-level
+* ``imports ROOT``: import the bundle as a package and every module in it (its subpackages'
+  too); report every top-level
   module then loaded that is not in the standard library.
 * ``score ROOT GOLD``: call ``reward.compute_score(solution_str=GOLD, ground_truth=GOLD)`` with
   TRAINER_BUNDLE_ROOT as the caller set it; report the value returned or the exception raised (its type and the stable ``code`` the bundle's
@@ -17,6 +18,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import pkgutil
 import sys
 
 PACKAGE = "probed_bundle"
@@ -39,8 +41,8 @@ def import_bundle(root):
 
 
 def probe_imports(root):
-    import_bundle(root)
-    names = sorted(n[:-3] for n in os.listdir(root) if n.endswith(".py") and n != "__init__.py")
+    package = import_bundle(root)
+    names = sorted(info.name[len(PACKAGE) + 1:] for info in pkgutil.walk_packages(package.__path__, PACKAGE + "."))
     for name in names:
         importlib.import_module(PACKAGE + "." + name)
     allowed = set(sys.stdlib_module_names) | set(sys.builtin_module_names) | {PACKAGE, "__main__"}

@@ -1,4 +1,4 @@
-"""Write the bundle's data folder (databases + index.json) in the layout bundle/bundle_index.py reads.
+"""Write the bundle's data folder (databases + index.json) in the layout bundle/scoring/index.py reads.
 
 Deterministic: the same rows and database files give byte-identical output. Files are written to
 a temporary name and renamed, so an interrupted build never leaves a half-written index.
@@ -14,9 +14,13 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from bundle import bundle_index, gold_results, reward_shapes, sql_functions, sql_guard
 from bundle import verify as bundle_verify
-from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+from bundle.contract import shapes as reward_shapes
+from bundle.contract.limits import DEFAULT_LIMITS, Limits
+from bundle.scoring import index as bundle_index
+from bundle.sql import functions as sql_functions
+from bundle.sql import gold_results
+from bundle.sql import guard as sql_guard
 from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
 
@@ -126,7 +130,7 @@ def write_bundle_data(dest_root: str | os.PathLike, rows: Iterable[IndexRow],
     With ``precompute``, every gold's result is stored (GoldFailed names a gold that fails).
     ``disputed``: id -> {"kind", "reason"} of the disputed golds the rows name (``disputed_golds`` in
     the index, written only when some row is disputed).
-    ``reward_shape``: what the reward pays (bundle.reward_shapes), recorded as the index's
+    ``reward_shape``: what the reward pays (bundle.contract.shapes), recorded as the index's
     ``reward_shape``; a binary one (the default) is not written, so a binary bundle's index is the
     same bytes as before shapes existed.
     """

@@ -8,7 +8,7 @@ the dispute comes from (a published source, the project's labelled set, or readi
 
 What prepare does with it (docs/preparing.md): every row whose (database, gold) an entry names is
 marked in the bundle's index (``disputed``: the entry's id) and judged on the original database
-only (no neighbour, no counterexample search: bundle/scoring_entry.py), and such rows are left out
+only (no neighbour, no counterexample search: bundle/scoring/entry.py), and such rows are left out
 of rl unless ``--keep-disputed``. A gold disputed for one of its questions is judged that way for
 every row that uses it: the scorer cannot tell a row's question from its gold, and judging on the
 original only never enforces a mistake.
@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from bundle.bundle_index import normalize_gold
+from bundle.scoring.index import normalize_gold
 from harness.common.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]

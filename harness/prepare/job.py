@@ -6,7 +6,7 @@ datasets-server ``/rows`` API (cached, rate limited; harness.prepare.fetch_rows)
 schemas from the SQLite files; writes, under ``--out``:
 
 * ``data/train.jsonl``, ``data/rl.jsonl``, ``data/eval.jsonl`` (harness/splits.py says which rows);
-* ``bundle/``: bundle/*.py and ``bundle/data/`` (the databases the splits use, index.json with the
+* ``bundle/``: bundle/**/*.py and ``bundle/data/`` (the databases the splits use, index.json with the
   gold results precomputed, and the neighbour databases of the databases of ``--neighbours``
   splits, harness.prepare.neighbours), ready to pack; built whole in a folder beside it and then
   put in place, so an interrupted prepare never leaves it half-built (harness.prepare.staging);
@@ -28,12 +28,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import bundle as bundle_package
-from bundle import reward_shapes
+from bundle.contract import shapes as reward_shapes
 from harness.common import prompts
 from harness.common.errors import InputError, OutputError
 from harness.common.files import atomic_write_bytes
 from harness.common.memo import Memo
-from harness.prepare import bundle_data, splits, staging
+from harness.prepare import bundle_data, pack, splits, staging
 from harness.prepare import disputed as disputed_golds
 from harness.prepare import summary as prepare_summary
 from harness.prepare.api_cache import PageCache
@@ -118,7 +118,7 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
     runs, first for its holes ("build"), then again for the figures reported ("measure"); the rl
     rows the last names are left out (the bundle staged again without them, the neighbour
     databases kept as built).
-    ``reward_shape``: what the bundle's reward pays per outcome (bundle.reward_shapes; default binary).
+    ``reward_shape``: what the bundle's reward pays per outcome (bundle.contract.shapes; default binary).
     """
     selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
                               sizes, rules)
@@ -254,9 +254,8 @@ def index_rows(selection: splits.Selection,
 def stage_bundle(dest: Path, selection: splits.Selection, catalog: splits.Catalog,
                  disputed: disputed_golds.DisputedList = disputed_golds.EMPTY,
                  reward_shape: reward_shapes.Shape | None = None) -> dict:
-    """The empty folder ``dest`` as the zip will hold it: bundle/*.py, then data/ (used databases + index)."""
-    for src in sorted(Path(bundle_package.__file__).resolve().parent.glob("*.py")):
-        atomic_write_bytes(dest / src.name, src.read_bytes())
+    """The empty folder ``dest`` as the zip will hold it: the bundle's modules, then data/ (used databases + index)."""
+    pack.stage_modules(dest, Path(bundle_package.__file__).resolve().parent)
     databases = {db_id: catalog.files[db_id] for db_id in selection.used_databases()}
     rows = index_rows(selection, disputed)
     reasons = disputed.summaries(r.disputed for r in rows if r.disputed)

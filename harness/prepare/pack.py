@@ -1,9 +1,10 @@
 """`pack`: the scoring bundle as a reproducible zip, from an explicit file list.
 
-The zip holds, at its root and nothing else:
+The zip holds, and nothing else:
 
-* the bundle modules named in ``BUNDLE_MODULES`` (never "every .py in the folder": a stray file
-  would change the hash the trainer identifies the bundle by);
+* the bundle modules named in ``BUNDLE_MODULES``, at its root (the trainer's entry files) and in
+  the bundle's subpackages (never "every .py in the folder": a stray file would change the hash
+  the trainer identifies the bundle by);
 * ``data/index.json``;
 * ``data/databases/<db_id>.sqlite`` for exactly the databases the index lists.
 
@@ -14,8 +15,8 @@ PackError naming the file and what to do.
 
 Standard library only: the emulated trainer (inside the container) reuses ``check_entries``.
 
->>> sorted(BUNDLE_MODULES)[:2]
-['__init__.py', 'bundle_index.py']
+>>> sorted(BUNDLE_MODULES)[:3]
+['__init__.py', 'bundle_package.py', 'contract/__init__.py']
 """
 
 from __future__ import annotations
@@ -32,51 +33,74 @@ from harness.common.errors import PackError
 from harness.common.files import atomic_write_bytes, sha256_file
 from harness.prepare.staging import MARK
 
-# The bundle's modules, listed by hand on purpose (see the module docstring). A test checks this
-# list against bundle/*.py, so adding a module to the bundle means adding it here too.
+# The bundle's modules, listed by hand on purpose (see the module docstring), as paths relative to
+# the bundle's folder. A test checks this list against bundle/**/*.py, so adding a module to the
+# bundle means adding it here too.
 BUNDLE_MODULES: tuple[str, ...] = (
     "__init__.py",
-    "bundle_index.py",
     "bundle_package.py",
-    "difference_edits.py",
-    "difference_reading.py",
-    "difference_search.py",
-    "gold_results.py",
+    "contract/__init__.py",
+    "contract/errors.py",
+    "contract/limits.py",
+    "contract/shapes.py",
     "grader.py",
-    "neighbour_fuzz.py",
-    "neighbour_invariants.py",
-    "neighbour_keep.py",
-    "neighbour_links.py",
-    "neighbour_mining.py",
-    "neighbour_plan.py",
-    "neighbour_proof.py",
-    "neighbour_search.py",
-    "neighbour_search_cache.py",
-    "neighbour_source.py",
-    "neighbour_values.py",
+    "neighbours/__init__.py",
+    "neighbours/fuzz.py",
+    "neighbours/invariants.py",
+    "neighbours/keep.py",
+    "neighbours/links.py",
+    "neighbours/mining.py",
+    "neighbours/plan.py",
+    "neighbours/proof.py",
+    "neighbours/source.py",
+    "neighbours/values.py",
     "reward.py",
-    "reward_shapes.py",
-    "scoring_batch.py",
-    "scoring_disputed.py",
-    "scoring_entry.py",
-    "scoring_errors.py",
-    "scoring_limits.py",
-    "search_disk.py",
-    "search_folder.py",
-    "sql_compare.py",
-    "sql_connection.py",
-    "sql_expansion.py",
-    "sql_extract.py",
-    "sql_functions.py",
-    "sql_guard.py",
-    "sql_planner.py",
-    "sql_sandbox.py",
-    "sql_text.py",
-    "sql_watchdog.py",
+    "scoring/__init__.py",
+    "scoring/batch.py",
+    "scoring/disputed.py",
+    "scoring/entry.py",
+    "scoring/index.py",
+    "search/__init__.py",
+    "search/cache.py",
+    "search/counterexample.py",
+    "search/difference.py",
+    "search/disk.py",
+    "search/edits.py",
+    "search/folder.py",
+    "sql/__init__.py",
+    "sql/compare.py",
+    "sql/connection.py",
+    "sql/expansion.py",
+    "sql/extract.py",
+    "sql/functions.py",
+    "sql/gold_results.py",
+    "sql/guard.py",
+    "sql/planner.py",
+    "sql/reading.py",
+    "sql/sandbox.py",
+    "sql/text.py",
+    "sql/verdict.py",
+    "sql/watchdog.py",
     "verify.py",
 )
+SOURCE = Path(__file__).resolve().parents[2] / "bundle"  # the bundle's code in this checkout
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold: no build time leaks in
 FILE_MODE = 0o100644  # regular file, rw-r--r--
+
+
+def python_files(folder: str | os.PathLike) -> list[str]:
+    """Every ``*.py`` under a bundle folder, as '/'-separated paths relative to it, sorted; nothing
+    under ``data/`` nor a ``__pycache__``."""
+    folder = Path(folder)
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py")
+                  if not {"data", "__pycache__"} & set(p.relative_to(folder).parts[:-1]))
+
+
+def stage_modules(dest: str | os.PathLike, source: str | os.PathLike = SOURCE) -> None:
+    """Copy the bundle's modules (``BUNDLE_MODULES``) from ``source`` into the folder ``dest``,
+    subpackages included, each written atomically."""
+    for name in BUNDLE_MODULES:
+        atomic_write_bytes(Path(dest) / name, (Path(source) / name).read_bytes())
 
 
 def _read_index(staged: Path) -> dict:
@@ -112,7 +136,7 @@ def file_list(staged: str | os.PathLike) -> tuple[dict[str, Path], list[str]]:
     if not staged.is_dir():
         raise PackError(f"staged bundle folder {staged} does not exist: stage it first with `make bundle` "
                         "(Spider) or `make sample-bundle` (the embedded sample)")
-    unknown = sorted(p.name for p in staged.glob("*.py") if p.name not in BUNDLE_MODULES)
+    unknown = sorted(name for name in python_files(staged) if name not in BUNDLE_MODULES)
     if unknown:
         raise PackError(f"module(s) {', '.join(unknown)} in {staged} are not in harness.prepare.pack.BUNDLE_MODULES: "
                         "add them to that list if the bundle needs them, else delete them")

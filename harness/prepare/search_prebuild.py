@@ -1,10 +1,10 @@
 """The grader's search databases of the eval split's golds, built at prepare time for `grade`.
 
 The counterexample search judges a right answer on up to 24 databases drawn for its gold
-(bundle/neighbour_search.py). They depend on the gold and the bundle, never on a prediction, so
+(bundle/search/counterexample.py). They depend on the gold and the bundle, never on a prediction, so
 ``prebuild`` draws each eval gold's set once, after the bundle is staged, one database of the
 bundle a task on every usable core, and keeps them in the prepared folder's search cache
-(``DATA/cache/search``, bundle/search_disk.py), where `grade` reads them: the first stage graded
+(``DATA/cache/search``, bundle/search/disk.py), where `grade` reads them: the first stage graded
 pays only for running its answers, as every later one does. The sets of what a prediction adds to
 its gold (a literal the gold lacks) are drawn when a prediction first needs them, as before.
 
@@ -31,7 +31,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bundle import scoring_entry, search_disk
+from bundle.scoring import entry as scoring_entry
+from bundle.search import disk as search_disk
 from harness.common import search_cache
 from harness.common.processes import map_in_processes
 

@@ -27,11 +27,11 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from bundle import sql_guard
 from bundle import verify as bundle_verify
-from bundle.bundle_index import normalize_gold
-from bundle.scoring_limits import DEFAULT_LIMITS, Limits
-from bundle.sql_compare import ResultShape
+from bundle.contract.limits import DEFAULT_LIMITS, Limits
+from bundle.scoring.index import normalize_gold
+from bundle.sql import guard as sql_guard
+from bundle.sql.compare import ResultShape
 from harness.common.errors import InputError
 from harness.prepare import disputed as disputed_golds
 from harness.prepare.bundle_data import schema_lines

@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import json
 
-from bundle import difference_search
+from bundle.search import difference as difference_search
 from harness.common import prompts
 from harness.common.errors import InputError
 from harness.prepare import splits

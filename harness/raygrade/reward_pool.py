@@ -10,7 +10,7 @@ module is the same pattern, small enough to copy into a trainer of your own:
   verl does; the bundle then imports its siblings as a private package, no generic module names),
   so it can be sent to a fresh process (spawn, a Ray actor) as it is. Under fork a child may inherit
   a loaded copy: the bundle opens no database before a call and drops a parent's SQLite connections
-  in a forked child (``sql_connection``), so that copy is safe to use;
+  in a forked child (``sql.connection``), so that copy is safe to use;
 * ``RewardWorker`` is the actor body: one ``BundleReward`` per process, so gold results are
   computed (or read from the bundle's index) once per worker and reused for every later response
   on the same row; ``stats()`` shows it;

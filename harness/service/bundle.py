@@ -7,7 +7,7 @@ only once ``check_data`` has loaded the index and read every database once (each
 against the index). It runs in the gunicorn arbiter before any worker is forked, so every worker
 starts with the checked data and no SQLite connection is ever shared across a fork.
 
-Faults the bundle raises carry a stable ``code`` (bundle/scoring_errors.py); ``classify`` turns
+Faults the bundle raises carry a stable ``code`` (bundle/contract/errors.py); ``classify`` turns
 one into the HTTP error the service answers with (harness.common.outcomes.BUNDLE_ERRORS: 4xx when
 the same request will fail the same way, 5xx when the service's data is at fault). Never a score.
 
@@ -54,7 +54,7 @@ class ServedBundle:
         self.sha256 = loaded.sha256
         self.root = str(loaded.root)
         self._grade = loaded.function("grader:grade")
-        self._index_module = loaded.module("bundle_index")
+        self._index_module = loaded.module("scoring.index")
         self.outcomes: tuple[str, ...] = tuple(getattr(loaded.module("verify"), "OUTCOMES", ()))
         self.data: dict[str, Any] | None = None  # set by check_data: what /health reports
 

@@ -1,6 +1,6 @@
 """Put distilled neighbour databases into a staged bundle: files under data/neighbours/, and the index.
 
-Index additions (README, "Bundle data layout"; ``bundle/bundle_index.py`` reads them)::
+Index additions (README, "Bundle data layout"; ``bundle/scoring/index.py`` reads them)::
 
     "databases": {"<db_id>": {..., "neighbours": [{"file": "neighbours/<db_id>-1.sqlite",
                                                    "sha256": "...", "bytes": 12288}, ...]}}
@@ -14,8 +14,8 @@ Index additions (README, "Bundle data layout"; ``bundle/bundle_index.py`` reads 
 A result is the same JSON as ``gold_results`` (rows, order segments, steps, the rows with a tie
 its LIMIT cuts); ``null`` where the gold is not judged on that neighbour (it failed there, or a key
 it sorts by is NULL there and not on the original). ``invariants`` holds what every neighbour of
-the database keeps (``bundle/neighbour_invariants.py``), proved on the files written
-(``bundle/neighbour_proof.py``): a bundle whose neighbours break one is not written.
+the database keeps (``bundle/neighbours/invariants.py``), proved on the files written
+(``bundle/neighbours/proof.py``): a bundle whose neighbours break one is not written.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from bundle import gold_results, neighbour_invariants, neighbour_proof
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours import proof as neighbour_proof
+from bundle.sql import gold_results
 from harness.common import processes
 from harness.common.errors import HarnessError
 from harness.prepare.neighbours import build_cache, relax

@@ -2,7 +2,7 @@
 
 For one original database and its golds (``distil``):
 
-1. invariants: what the original's data implies (``bundle.neighbour_mining.mine``); every
+1. invariants: what the original's data implies (``bundle.neighbours.mining.mine``); every
    candidate keeps all of them, or is not used (``Fuzzer.build`` reports what it breaks);
 2. targets: for each gold, its neighbour queries (``variants``) that the original cannot tell from
    it (they run and return the gold's rows there, under the scorer's own comparison), plus the
@@ -11,7 +11,7 @@ For one original database and its golds (``distil``):
 3. candidates: ``candidates`` fuzzed databases, each from its own seeded draw, in turn from the
    ``PLANS`` (sizes, special values, distinct sort keys). On each, every gold runs as the bundle
    runs a gold. A gold is not judged on a candidate where it fails, or where what it presupposes
-   fails (``neighbour_proof.judges``: it has no rows, or a row of NULLs, or a NULL sort key, where
+   fails (``neighbours.proof.judges``: it has no rows, or a row of NULLs, or a NULL sort key, where
    the original gives it none), or where a name it lists by repeats (``repeated_identity``). A
    LIMIT that cuts a tie is no reason: the comparison there also accepts the whole tie;
 4. greedy choice: repeatedly keep the candidate that separates the most targets not yet separated
@@ -33,12 +33,15 @@ import dataclasses
 import shutil
 from pathlib import Path
 
-from bundle import gold_results, neighbour_mining, neighbour_proof, sql_guard
-from bundle import neighbour_invariants as inv
-from bundle import neighbour_values as nv
-from bundle.neighbour_fuzz import Fuzzer
-from bundle.neighbour_source import Draw, Focus, read_original
-from bundle.scoring_limits import DEFAULT_LIMITS, Limits
+from bundle.contract.limits import DEFAULT_LIMITS, Limits
+from bundle.neighbours import invariants as inv
+from bundle.neighbours import mining as neighbour_mining
+from bundle.neighbours import proof as neighbour_proof
+from bundle.neighbours import values as nv
+from bundle.neighbours.fuzz import Fuzzer
+from bundle.neighbours.source import Draw, Focus, read_original
+from bundle.sql import gold_results
+from bundle.sql import guard as sql_guard
 from bundle.verify import MATCH, gold_result, judge
 from harness.prepare.neighbours.questions import Hidden
 from harness.prepare.neighbours.variants import variants

@@ -1,7 +1,7 @@
 """Edits of a small database that may tell a gold from an answer that only looks like it.
 
 Two sources of edits, each a list of SQL statements run on a copy of a base database (the proof,
-``bundle.neighbour_proof``, decides afterwards whether the copy keeps every invariant):
+``bundle.neighbours.proof``, decides afterwards whether the copy keeps every invariant):
 
 * ``targeted`` (the separation's, harness.prepare.neighbours.separate): two rows swap their values
   in a column holding a value of the gold's answer or a literal it compares with (the row the
@@ -9,7 +9,7 @@ Two sources of edits, each a list of SQL statements run on a copy of a base data
   one none has (a row the WHERE must cut); a row gets the literal a dropped condition would keep; a
   row holding the answer is copied with fresh keys (one more row for a count, a group, a DISTINCT
   or a LIMIT); a row of a table the gold reads is deleted with the rows that need it;
-* ``boundary`` (the near-miss oracle's, harness.audit.oracle): one row's cell set to a literal a
+* ``boundary`` (the near-miss oracle's, harness.audit.nearmiss.oracle): one row's cell set to a literal a
   query compares that column with, exactly, then one either side of it: ``salary = 50000`` is what
   tells ``salary < 50000`` from ``salary <= 50000``. A gold's ``BETWEEN`` bound is never set
   where the original does not hold it (both readings of "between" are fair: docs/neighbours.md).
@@ -30,10 +30,10 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from bundle import neighbour_values as nv
-from bundle import sql_guard
-from bundle.neighbour_invariants import Profile, TableFacts, open_read_only, orphans_where, quote
-from bundle.scoring_limits import Limits
+from bundle.contract.limits import Limits
+from bundle.neighbours import values as nv
+from bundle.neighbours.invariants import Profile, TableFacts, open_read_only, orphans_where, quote
+from bundle.sql import guard as sql_guard
 
 SWAPS = 3  # columns whose values a base swaps, per base
 CHANGES = 3  # rows whose value is changed, per column the gold compares with a literal or answers from
@@ -76,7 +76,7 @@ def boundary(conn: sqlite3.Connection, columns: list[tuple[str, str, str]], lite
     BOUNDARY_ROWS rows a value, rows already holding it skipped; the columns take turns, one edit
     each, so that a cap reaches every column. ``bounds``: a gold's BETWEEN bounds (column -> values),
     never set where the original lacks them (the caller drops those it holds). ``conditions``: the
-    gold's comparisons (``neighbour_values.comparisons_by_column``); a column's rows that meet the
+    gold's comparisons (``neighbours.values.comparisons_by_column``); a column's rows that meet the
     most of those on the table's other columns come first, each given every value in turn
     (``year = 1956 AND total > 400``: a total of 400 shows on a row of 1956)."""
     for nearby in (False, True):

@@ -12,7 +12,7 @@ reads them from the gold's text:
 * a *column without NULL* for ``IS NULL`` or ``IS NOT NULL`` on it (not beside a ``LEFT JOIN``:
   there the test asks for a missing row, not a NULL).
 
->>> from bundle.neighbour_invariants import ColumnFacts, Link, Profile, TableFacts
+>>> from bundle.neighbours.invariants import ColumnFacts, Link, Profile, TableFacts
 >>> col = ColumnFacts("id", "INT", ("integer",), False, True, 1, False)
 >>> p = Profile((TableFacts("room", 3, (col,)), TableFacts("booking", 9, (col,))),
 ...             (Link("booking", ("id",), "room", ("id",), True, True),))
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from bundle import neighbour_invariants as inv
-from bundle import sql_text
+from bundle.neighbours import invariants as inv
+from bundle.sql import text as sql_text
 
 ORDER = (inv.TOTAL_LINK, inv.NO_NULL)  # the order questions are asked and relaxed in
 

@@ -14,8 +14,8 @@ room, and "the number of rooms that do not have any reservation" answers 0 on al
 3. for each invariant the hidden golds ask (total links first, then by subject), up to
    ``attempts`` databases: a draw of the generator (every invariant kept), then that invariant
    broken (the child rows of a few parent rows deleted; a few cells set to NULL) and what that
-   leaves broken repaired, proved against every other invariant (``neighbour_proof.violations``
-   on ``neighbour_invariants.relax``). A gold is told apart there where it runs, may be judged
+   leaves broken repaired, proved against every other invariant (``neighbours.proof.violations``
+   on ``neighbours.invariants.relax``). A gold is told apart there where it runs, may be judged
    (``judges``, ``repeated_identity``), matches itself and its known fair rewrites
    (fixtures/neighbours/rewrites.json), and answers otherwise than on the original. The first
    database telling every such gold apart is kept, else the one telling most; at most
@@ -38,13 +38,15 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from bundle import gold_results, neighbour_proof, sql_guard
-from bundle import neighbour_invariants as inv
-from bundle.bundle_index import normalize_gold
-from bundle.neighbour_fuzz import Fuzzer
-from bundle.neighbour_links import repair
-from bundle.neighbour_source import Draw, read_original
-from bundle.scoring_limits import Limits
+from bundle.contract.limits import Limits
+from bundle.neighbours import invariants as inv
+from bundle.neighbours import proof as neighbour_proof
+from bundle.neighbours.fuzz import Fuzzer
+from bundle.neighbours.links import repair
+from bundle.neighbours.source import Draw, read_original
+from bundle.scoring.index import normalize_gold
+from bundle.sql import gold_results
+from bundle.sql import guard as sql_guard
 from bundle.verify import MATCH, gold_result, judge
 from harness.prepare.neighbours.distil import BUILD_STEPS, PLANS, Distilled, build_limits, focus_for
 from harness.prepare.neighbours.questions import Hidden, Question, questions

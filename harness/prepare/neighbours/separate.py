@@ -4,8 +4,8 @@ The audit (harness.audit) names every (database, gold, answer) a degenerate poli
 a witness shows wrong: a *hole*. For each hole, in a fixed order, ``close`` looks for one more
 neighbour database of that database on which
 
-* every invariant of the original's data holds (``neighbour_proof.violations``, as for every neighbour);
-* the gold runs, what it presupposes holds (``neighbour_proof.judges``, ``repeated_identity``) and it
+* every invariant of the original's data holds (``neighbours.proof.violations``, as for every neighbour);
+* the gold runs, what it presupposes holds (``neighbours.proof.judges``, ``repeated_identity``) and it
   matches itself;
 * the answer is told apart (a mismatch, or it fails: the search's decisive outcomes);
 * every equivalent rewrite of that gold the caller knows (fixtures/neighbours/rewrites.json) still matches.
@@ -14,10 +14,10 @@ Tried in turn, the first that qualifies is kept:
 
 1. the neighbours this step added to the database before (one database often closes several holes),
    those the hole's gold is judged on already first (closing it there costs the reward no check);
-2. for a near miss, the database the oracle showed it wrong on (harness.audit.oracle, with its
+2. for a near miss, the database the oracle showed it wrong on (harness.audit.nearmiss.oracle, with its
    build seeds: it keeps every invariant by construction, and the proof checks it again);
-3. ``draws`` databases drawn by the bundle's generator (``bundle.neighbour_fuzz``) as the grader's
-   counterexample search draws them for that very pair (``neighbour_search.focus`` and ``PLANS``:
+3. ``draws`` databases drawn by the bundle's generator (``bundle.neighbours.fuzz``) as the grader's
+   counterexample search draws them for that very pair (``search.counterexample.focus`` and ``PLANS``:
    small databases first, the pair's literals as special values), with build-time seeds;
 4. targeted edits of the first ``bases`` draws on which the gold may be judged (where none may, of
    the original itself when it is small: a gold no draw gives rows), at most ``edits.EDITS`` each
@@ -48,10 +48,13 @@ import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from bundle import gold_results, neighbour_proof, neighbour_search, sql_guard
-from bundle import neighbour_invariants as inv
-from bundle.neighbour_fuzz import Fuzzer
-from bundle.neighbour_source import Draw, read_original
+from bundle.neighbours import invariants as inv
+from bundle.neighbours import proof as neighbour_proof
+from bundle.neighbours.fuzz import Fuzzer
+from bundle.neighbours.source import Draw, read_original
+from bundle.search import counterexample as neighbour_search
+from bundle.sql import gold_results
+from bundle.sql import guard as sql_guard
 from bundle.verify import MATCH, gold_result, judge
 from harness.common.files import sha256_file
 from harness.common.memo import Memo
@@ -74,7 +77,7 @@ class Settings:
 @dataclasses.dataclass(frozen=True, order=True)
 class Hole:
     """A degenerate answer the audit found paid and shown wrong, or a near miss the oracle did
-    (harness.audit.oracle): ``witness`` the database it is shown wrong on (a file that keeps every
+    (harness.audit.nearmiss.oracle): ``witness`` the database it is shown wrong on (a file that keeps every
     invariant; tried first as the new neighbour), ``witness_name`` how the oracle made it."""
 
     db_id: str
