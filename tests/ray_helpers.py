@@ -43,7 +43,7 @@ import signal
 import time
 
 from . import grader
-from .scoring_errors import GoldQueryError
+from .contract.errors import GoldQueryError
 
 
 def _spring(text):

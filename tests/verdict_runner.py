@@ -21,10 +21,10 @@ def main(root: str, items_path: str, out: str) -> None:
     root_path = Path(root)
     sys.path.insert(0, str(root_path.parent))
     package = root_path.name
-    entry = importlib.import_module(f"{package}.scoring_entry")
+    entry = importlib.import_module(f"{package}.scoring.entry")
     verify = importlib.import_module(f"{package}.verify")
-    errors = importlib.import_module(f"{package}.scoring_errors")
-    limits_mod = importlib.import_module(f"{package}.scoring_limits")
+    errors = importlib.import_module(f"{package}.contract.errors")
+    limits_mod = importlib.import_module(f"{package}.contract.limits")
     verdicts = []
     for item in json.loads(Path(items_path).read_text(encoding="utf-8")):
         if "database" in item:

@@ -19,7 +19,7 @@ in-memory copy (``sql.sandbox``). On each edited database:
   first edit where the rows differ, or where the answer fails or is over a cap, decides:
   ``decided_on`` reads ``edit 3 of inn_1 (rooms.bedType of row 1 set to 'King omega')``.
 
-Counted work, never time: at most ``search.edits`` edits, and ``difference_steps`` units for the
+Counted work, never time: at most ``difference_edits`` edits, and ``difference_steps`` units for the
 gold's runs (charged on every search as if run again), the proofs' reads and the answer's runs
 together; when the budget ends the match stands. What an edit gives (its proof, the gold's result
 there) is kept per process and reused by every later answer of that gold, so a verdict is the same

@@ -24,11 +24,11 @@ def run(root: Path, rows: list[dict], repeat: int) -> dict:
     sys.path.insert(0, str(root.parent))
     package = root.name
     reward = importlib.import_module(f"{package}.reward")
-    entry = importlib.import_module(f"{package}.scoring_entry")
-    index = importlib.import_module(f"{package}.bundle_index")
-    extract = importlib.import_module(f"{package}.sql_extract")
-    guard = importlib.import_module(f"{package}.sql_guard")
-    compare = importlib.import_module(f"{package}.sql_compare")
+    entry = importlib.import_module(f"{package}.scoring.entry")
+    index = importlib.import_module(f"{package}.scoring.index")
+    extract = importlib.import_module(f"{package}.sql.extract")
+    guard = importlib.import_module(f"{package}.sql.guard")
+    compare = importlib.import_module(f"{package}.sql.compare")
     limits, data = entry.current_limits(), index.load(str(root))
     db_dir = root / "data" / "databases"
     warm: dict[str, sqlite3.Connection] = {}
