@@ -36,6 +36,7 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import operator
 import os
 import runpy
@@ -119,6 +120,25 @@ class EntryPoint:
         return f"<bundle entry point {self._module}.{self.__name__} of {self._folder}>"
 
 
+class AsyncEntryPoint(EntryPoint):
+    """An ``EntryPoint`` of an ``async def`` function: calling it gives the coroutine to await.
+
+    Its ``__call__`` is itself a coroutine function, which is how TRL tells an async reward
+    (``trl.trainer.utils.is_async_callable``); on Python 3.12+ the instance is also marked, so that
+    ``inspect.iscoroutinefunction`` says the same. It pickles as ``EntryPoint`` does.
+    """
+
+    def __init__(self, function, entry_file: str) -> None:
+        super().__init__(function, entry_file)
+        mark = getattr(inspect, "markcoroutinefunction", None)  # Python 3.12+
+        if mark is not None:
+            mark(self)
+
+    async def __call__(self, *args, **kwargs):
+        return await self._function(*args, **kwargs)
+
+
 def entry_point(entry_file: str):
-    """Decorator: the function as an ``EntryPoint`` of the bundle file ``entry_file``."""
-    return lambda function: EntryPoint(function, entry_file)
+    """Decorator: the function as an ``EntryPoint`` of the bundle file ``entry_file`` (an
+    ``AsyncEntryPoint`` for an ``async def`` function)."""
+    return lambda function: (AsyncEntryPoint if inspect.iscoroutinefunction(function) else EntryPoint)(function, entry_file)

@@ -7,7 +7,10 @@ bundle at the same path: bundle_package.EntryPoint):
   verl's batch form (``solution_strs=[...]``..., one score per item) or the envelope (``input,
   output, expected``); returns 1.0 (same rows as the gold) or 0.0, or with ``outcome_fields=True``
   a dict of the score and its outcome (scoring_batch);
-* ``trl_reward(completions, **columns)``: TRL's batched form, one float (or None) per completion.
+* ``trl_reward(completions, **columns)``: TRL's batched form, one float (or None) per completion;
+* ``trl_reward_async(completions, **columns)``: the same scores from a coroutine, the work done in a
+  worker thread, so that TRL, which gathers its async reward functions on one event loop, runs the
+  others meanwhile.
 
 That is the ``binary`` reward shape, the default. A bundle built with another shape
 (``prepare --reward-shape``: ``skyrl-sql``, ``arctic-text2sql-r1``, ``sql-r1``, or a custom table;
@@ -20,6 +23,9 @@ raise a ``contract.errors.ScoringInfrastructureError`` subclass whose message sa
 """
 
 from __future__ import annotations
+
+import asyncio
+import functools
 
 try:
     from . import bundle_package
@@ -85,3 +91,21 @@ def trl_reward(completions, prompts=None, log_metric=None, log_extra=None, **col
     scored = scoring_batch.score_calls(calls)
     scoring_batch.report(scored, log_metric, log_extra)
     return [item.score for item in scored]
+
+
+@_entry_point
+async def trl_reward_async(completions, prompts=None, log_metric=None, log_extra=None, **columns) -> list:
+    """TRL reward function, async: ``trl_reward``'s scores, computed in a worker thread.
+
+    The event loop that awaits it is never blocked by a query: TRL gathers its async reward
+    functions (an LLM judge, a format check) on one loop, and they run while the bundle scores.
+    The verdicts are ``trl_reward``'s: each thread has its own connections, and nothing a verdict
+    depends on is read from the clock or the thread.
+
+    >>> import asyncio
+    >>> asyncio.run(trl_reward_async(["SELECT 1"], ground_truth=[None]))
+    [None]
+    """
+    call = functools.partial(trl_reward, completions, prompts=prompts, log_metric=log_metric, log_extra=log_extra,
+                             **columns)
+    return await asyncio.get_running_loop().run_in_executor(None, call)

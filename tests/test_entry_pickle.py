@@ -42,7 +42,8 @@ else:
     sys.path.insert(0, folder)
     import reward, grader
 dumps = pickle.dumps if serializer == "pickle" else importlib.import_module("cloudpickle").dumps
-entries = {"compute_score": reward.compute_score, "trl_reward": reward.trl_reward, "grade": grader.compute_score}
+entries = {"compute_score": reward.compute_score, "trl_reward": reward.trl_reward, "grade": grader.compute_score,
+           "trl_reward_async": reward.trl_reward_async}
 with open(out, "wb") as f:
     f.write(dumps(entries))
 print(json.dumps(__CALLS__(entries)))
@@ -61,11 +62,13 @@ print(json.dumps({"scores": result, "generic": sorted(generic), "env": "TRAINER_
 
 CALLS = r"""
 def __CALLS__(entries):
+    import asyncio
     gold = "SELECT count(*) FROM Owner"
     return [entries["compute_score"](data_source="spider", solution_str=gold, ground_truth=gold),
             entries["compute_score"](solution_str="SELECT 1", ground_truth=gold),
             entries["trl_reward"]([gold, "SELECT name FROM Owner", gold], ground_truth=[gold] * 3),
-            entries["grade"](output=gold, expected=gold)]
+            entries["grade"](output=gold, expected=gold),
+            asyncio.run(entries["trl_reward_async"](["SELECT name FROM Owner", gold], ground_truth=[gold] * 2))]
 """
 
 
@@ -86,7 +89,7 @@ def test_an_entry_point_scores_the_same_in_a_fresh_process_that_has_only_the_unp
     parent = run(PARENT, mode, str(sample_bundle), serializer, str(blob), cwd=tmp_path, env=clean)
     assert parent.returncode == 0, parent.stderr[-3000:]
     expected = json.loads(parent.stdout)
-    assert expected == [1.0, 0.0, [1.0, 0.0, 1.0], 1.0]
+    assert expected == [1.0, 0.0, [1.0, 0.0, 1.0], 1.0, [0.0, 1.0]]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     child = run(CHILD, str(blob), cwd=elsewhere, env=clean)
