@@ -1,4 +1,4 @@
-"""`export`: write a split in the dataset format of a trainer library (TRL or verl), as JSONL.
+"""`export`: write a split in the dataset format of a trainer library (TRL, verl or NeMo Gym), as JSONL.
 
     python3 -m harness export --format trl [--split rl] [--data out] [--output FILE]
 
@@ -6,7 +6,8 @@ Reads ``DATA/data/SPLIT.jsonl`` and, for the ``db_id`` hints, the staged bundle'
 (``DATA/bundle/data/index.json``, when there); writes one dataset row per line to
 ``DATA/exports/FORMAT/SPLIT.jsonl`` (harness.common.trainer_rows says what each row holds).
 Load it with ``datasets.load_dataset("json", data_files=...)`` for TRL; for verl convert it to
-parquet (``datasets.Dataset.from_json(path).to_parquet(...)``), the format verl's trainer reads.
+parquet (``datasets.Dataset.from_json(path).to_parquet(...)``), the format verl's trainer reads;
+for NeMo Gym it is a resources server's task JSONL, graded by ``serve``'s ``/verify``.
 """
 
 from __future__ import annotations

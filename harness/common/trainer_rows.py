@@ -1,4 +1,4 @@
-"""Split rows in the dataset formats of the trainers' own libraries (TRL, verl).
+"""Split rows in the dataset formats of the trainers' own libraries (TRL, verl, NeMo Gym).
 
 Each chat row of a split (harness.common.rows) becomes one dataset row:
 
@@ -9,7 +9,11 @@ Each chat row of a split (harness.common.rows) becomes one dataset row:
 * **verl** (its RL parquet schema): ``{"data_source": "spider", "prompt": [system, user],
   "ability": "text-to-sql", "reward_model": {"style": "rule", "ground_truth": gold},
   "extra_info": {"row_id", "db_id", "split", "index"}}``; verl's reward managers call
-  ``compute_score(data_source, solution_str, ground_truth, extra_info)`` with these fields.
+  ``compute_score(data_source, solution_str, ground_truth, extra_info)`` with these fields;
+* **NeMo Gym** (a resources server's task JSONL): ``{"responses_create_params": {"input": [system,
+  user]}, "expected": gold, "row_id": ..., "split": ..., "db_id": ...}``; NeMo Gym sends the model
+  the ``input`` and posts the task's fields back to ``serve``'s ``/verify`` with the model's
+  ``response`` (harness.service.nemo_gym).
 
 ``db_id`` comes from the bundle's index (the staged ``bundle/data/index.json``) when given; it is
 only a hint, the bundle also finds the database from the gold and the prompt.
@@ -21,6 +25,8 @@ only a hint, the bundle also finds the database from the gold and the prompt.
 {'prompt': [{'role': 'user', 'content': 'How many?'}], 'ground_truth': 'SELECT count(*) FROM singer', 'row_id': 'rl-00000', 'db_id': 'concert_singer'}
 >>> verl_row(row, 0)["reward_model"]
 {'style': 'rule', 'ground_truth': 'SELECT count(*) FROM singer'}
+>>> nemo_gym_row(row)["responses_create_params"]
+{'input': [{'role': 'user', 'content': 'How many?'}]}
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from collections.abc import Mapping
 
 from harness.common.rows import SplitRow
 
-FORMATS = ("trl", "verl")
+FORMATS = ("trl", "verl", "nemo-gym")
 DATA_SOURCE = "spider"
 
 
@@ -53,12 +59,24 @@ def verl_row(row: SplitRow, index: int, db_ids: Mapping[str, str] | None = None,
             "reward_model": {"style": "rule", "ground_truth": row.gold}, "extra_info": extra}
 
 
+def nemo_gym_row(row: SplitRow, db_ids: Mapping[str, str] | None = None) -> dict:
+    """One NeMo Gym task (see the module docstring): the prompt as ``responses_create_params.input``."""
+    out = {"responses_create_params": {"input": row.prompt}, "expected": row.gold, "row_id": row.id,
+           "split": row.split}
+    db_id = (db_ids or {}).get(row.id)
+    if db_id:
+        out["db_id"] = db_id
+    return out
+
+
 def trainer_rows(rows: list[SplitRow], fmt: str, db_ids: Mapping[str, str] | None = None) -> list[dict]:
-    """Every row in format ``fmt`` (``trl`` or ``verl``), in split order."""
+    """Every row in format ``fmt`` (one of FORMATS), in split order."""
     if fmt == "trl":
         return [trl_row(r, db_ids) for r in rows]
     if fmt == "verl":
         return [verl_row(r, i, db_ids) for i, r in enumerate(rows)]
+    if fmt == "nemo-gym":
+        return [nemo_gym_row(r, db_ids) for r in rows]
     raise ValueError(f"unknown trainer format {fmt!r}: one of {', '.join(FORMATS)}")
 
 

@@ -5,13 +5,16 @@
 | ``POST /grade`` (also ``POST /``) | one envelope ``{"input", "output", "expected"}`` -> ``{"score", "outcome", "explanation", "sql"}`` |
 | ``POST /grade/batch`` | ``{"envelopes": [...]}`` (or a bare list) -> ``{"results": [...], "counts", "scored", "unscored"}`` |
 | ``POST /openrlhf`` | OpenRLHF's ``{"query", "prompts", "labels"}`` -> ``{"rewards", "scores", "extra_logs"}`` (service.openrlhf) |
+| ``POST /verify`` | NeMo Gym's task row with the model's ``response`` -> the row with ``reward`` and the verdict (service.nemo_gym) |
+| ``POST /aggregate_metrics`` | NeMo Gym's ``{"verify_responses": [...]}`` -> accuracy, pass@k and majority@k per task and overall |
+| ``POST /seed_session``, ``POST /close_session``, ``GET /reverify_mode`` | NeMo Gym's session calls (nothing kept) and ``"stateless"`` |
 | ``GET /health`` | bundle SHA-256, SQLite versions (runtime and build), data summary, worker pid |
 | ``GET /readyz`` / ``GET /livez`` | 200 once the bundle's data is checked / while the process answers |
 | ``GET /metrics`` | Prometheus text format, summed over the workers |
 
 Every path but health, readiness and liveness needs the service's token (``harness.common.tokens``):
 ``Authorization: Bearer TOKEN`` or the path form ``/t/TOKEN/grade`` (``/t/TOKEN/openrlhf`` for
-OpenRLHF, which sends no header). Without it (or with a wrong
+OpenRLHF, which sends no header; ``/t/TOKEN/verify``... for NeMo Gym). Without it (or with a wrong
 one) the answer is the same 401, checked before the body is read and for unknown paths too, so an
 unauthenticated client learns nothing of the routes. Logged paths and error messages are redacted.
 
@@ -38,7 +41,7 @@ from typing import Any
 
 from harness.common import tokens
 from harness.common.tokens import TokenCheck
-from harness.service import openrlhf
+from harness.service import nemo_gym, openrlhf
 from harness.service.bundle import GradeError, ServedBundle, ServiceOutcome
 from harness.service.guard import Partial, Watchdog
 from harness.service.metrics import CONTENT_TYPE as METRICS_TYPE
@@ -52,7 +55,7 @@ REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 GRADE_PATHS = ("/", "/grade")
 BATCH_PATH = "/grade/batch"
-GRADING_PATHS = GRADE_PATHS + (BATCH_PATH, openrlhf.PATH)
+GRADING_PATHS = GRADE_PATHS + (BATCH_PATH, openrlhf.PATH, nemo_gym.VERIFY_PATH)
 
 
 class HttpError(Exception):
@@ -210,6 +213,11 @@ class GraderApp:
             **{path: {"POST": self._post_grade} for path in GRADE_PATHS},
             BATCH_PATH: {"POST": self._post_batch},
             openrlhf.PATH: {"POST": self._post_openrlhf},
+            nemo_gym.VERIFY_PATH: {"POST": self._post_nemo_gym_verify},
+            nemo_gym.AGGREGATE_PATH: {"POST": self._post_nemo_gym_aggregate},
+            nemo_gym.SEED_PATH: {"POST": self._post_nemo_gym_session},
+            nemo_gym.CLOSE_PATH: {"POST": self._post_nemo_gym_session},
+            nemo_gym.REVERIFY_PATH: {"GET": lambda environ, rid: (200, nemo_gym.REVERIFY_MODE)},
             "/health": {"GET": self._get_health},
             "/readyz": {"GET": self._get_ready},
             "/livez": {"GET": lambda environ, rid: (200, {"status": "alive", "pid": os.getpid()})},
@@ -290,8 +298,9 @@ class GraderApp:
         try:
             handlers = self._routes.get(path)
             if handlers is None:
-                raise request_error(404, "NotFound", f"no endpoint {self._redact(path[:100])!r}: POST /grade, /grade/batch "
-                                    "or /openrlhf, GET /health, /readyz, /livez, /metrics")
+                raise request_error(404, "NotFound", f"no endpoint {self._redact(path[:100])!r}: POST /grade, /grade/batch, "
+                                    "/openrlhf or NeMo Gym's /verify, /aggregate_metrics, /seed_session, /close_session; "
+                                    "GET /reverify_mode, /health, /readyz, /livez, /metrics")
             handler = handlers.get(method)
             if handler is None:
                 raise request_error(405, "MethodNotAllowed", f"{self._redact(method[:20])} is not allowed on {self._redact(path[:100])}: use "
@@ -345,6 +354,34 @@ class GraderApp:
         def answer(results: list[dict[str, Any]]) -> dict[str, Any]:
             return openrlhf.answer(results, self.bundle.outcomes)
         return 200, answer(self._grade_each(environ, request_id, envelopes, answer))
+
+    def _post_nemo_gym_verify(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        body = parse_json(read_body(environ, self.settings.max_body_bytes))
+        try:
+            envelope = nemo_gym.envelope(body)
+        except nemo_gym.RequestShapeError as exc:
+            raise request_error(422, "InvalidNeMoGymRequest", str(exc)) from None
+        try:
+            result = self._grade_one(envelope)
+        except HttpError as exc:
+            if exc.error.outcome == "request_error":  # the row itself cannot be graded: NeMo Gym's failure
+                self._count_error(exc.error)
+                return 200, nemo_gym.refused(body, exc.error)
+            self._count_error(exc.error)
+            result = exc.error.body()
+        return 200, nemo_gym.verified(body, result, lambda r: self.bundle.shaped(r, envelope["output"]))
+
+    def _post_nemo_gym_aggregate(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        body = parse_json(read_body(environ, self.settings.max_batch_bytes))
+        try:
+            return 200, nemo_gym.aggregate(body)
+        except nemo_gym.RequestShapeError as exc:
+            raise request_error(422, "InvalidNeMoGymRequest", str(exc)) from None
+
+    def _post_nemo_gym_session(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        body = parse_json(read_body(environ, self.settings.max_body_bytes))  # read and dropped: nothing is kept
+        session = body.get("resources_session_id") if isinstance(body, dict) else None
+        return 200, ({"resources_session_id": session} if isinstance(session, str) else {})
 
     def _check_batch_size(self, size: int) -> None:
         if size > self.settings.max_batch_items:

@@ -57,6 +57,7 @@ class ServedBundle:
         self._index_module = loaded.module("scoring.index")
         self.outcomes: tuple[str, ...] = tuple(getattr(loaded.module("verify"), "OUTCOMES", ()))
         self.data: dict[str, Any] | None = None  # set by check_data: what /health reports
+        self._reward_shape: Any = None  # the index's reward shape (None: binary), set by check_data
 
     @classmethod
     def load(cls, zip_path: str | os.PathLike, workdir: str | os.PathLike | None = None) -> ServedBundle:
@@ -85,6 +86,7 @@ class ServedBundle:
                 raise
             raise InputError(f"the bundle {self.loaded.zip_path} cannot be served: "
                              f"{type(exc).__name__}: {exc}") from None
+        self._reward_shape = index.reward_shape
         described = index.describe()
         self.data = {"databases": described["databases"], "rows": described["rows"],
                      "sqlite_version_built": described["sqlite_version_built"],
@@ -100,6 +102,12 @@ class ServedBundle:
     def grade(self, envelope: dict[str, Any]) -> dict[str, Any]:
         """``{"score", "outcome", "explanation", "sql"}``; raises the bundle's errors."""
         return self._grade(**envelope)
+
+    def shaped(self, result: dict[str, Any], completion: str) -> float:
+        """What the bundle's reward shape pays for a grader answer (its score under ``binary``)."""
+        if self._reward_shape is None:
+            return float(result["score"])
+        return float(self._reward_shape.value(result["outcome"], completion, result.get("sql")))
 
     def classify(self, exc: BaseException) -> GradeError | None:
         """The HTTP error for a bundle fault (None: not one of the bundle's errors)."""

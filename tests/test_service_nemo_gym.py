@@ -1,0 +1,185 @@
+"""The grader service as a NeMo Gym resources server (harness/service/nemo_gym.py).
+
+The bodies are NeMo Gym 0.7's: a task row of ``export --format nemo-gym`` with the model's OpenAI
+Responses object, posted to ``/verify`` the way its ``ServerClient`` posts (aiohttp, ``json=``), with
+the token in the path form; then ``/aggregate_metrics`` on the answers, as its rollout collection
+does. NeMo Gym itself needs Python 3.13.14 or later; where it imports, its own client makes the round
+trip too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+
+import pytest
+
+from conftest import require_modules
+from harness.common.bundle_loader import load_bundle
+from harness.common.completions import read_completions
+from harness.common.rows import read_split
+from harness.common.trainer_rows import nemo_gym_row
+from harness.emulator.grader_job import grade_split
+from harness.loadtest.local_server import LocalServer
+from harness.service import nemo_gym
+from harness.service.settings import ServiceSettings
+from test_service import SAMPLE_COMPLETIONS
+
+
+@pytest.fixture(scope="module")
+def server(sample_zip):
+    with LocalServer(sample_zip, ServiceSettings(workers=2)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def eval_rows(prepared_sample):
+    return read_split(prepared_sample / "data" / "eval.jsonl", "eval")
+
+
+def responses_object(text: str, i: int = 0) -> dict:
+    """What NeMo Gym's policy model server returns: an OpenAI Responses object holding ``text``."""
+    return {"id": f"resp_{i}", "created_at": 0, "model": "policy", "object": "response", "parallel_tool_calls": True,
+            "tool_choice": "auto", "tools": [],
+            "output": [{"type": "reasoning", "id": f"rs_{i}", "summary": []},
+                       {"type": "message", "id": f"msg_{i}", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}]}
+
+
+def verify_body(row, text: str, task: int = 0, rollout: int = 0, db_ids=None) -> dict:
+    return {**nemo_gym_row(row, db_ids), "response": responses_object(text, rollout),
+            "_ng_task_index": task, "_ng_rollout_index": rollout}
+
+
+def post_like_nemo_gym(url: str, body: dict) -> dict:
+    """NeMo Gym's ServerClient.post: aiohttp, ``json=``, ``raise_for_status``."""
+    require_modules("aiohttp")
+    import aiohttp
+
+    async def post() -> dict:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=180)) as session:
+            async with session.post(url, json=body) as response:
+                response.raise_for_status()
+                return await response.json()
+    return asyncio.run(post())
+
+
+def test_every_eval_row_is_verified_exactly_as_grade_grades_it(server, eval_rows, sample_zip, tmp_path):
+    completions = read_completions(SAMPLE_COMPLETIONS).one_per_row([r.id for r in eval_rows])
+    with load_bundle(sample_zip, tmp_path) as loaded:  # in-process, the grading path of `grade`
+        expected = grade_split(loaded, eval_rows, completions)
+    url = f"{server.url}/t/{server.token}/verify"
+    answers = [post_like_nemo_gym(url, verify_body(row, text, i)) for i, (row, text) in enumerate(zip(eval_rows, completions))]
+    got = [(a["reward"], a["spider_match"], a["spider_outcome"], a["spider_explanation"], a["spider_sql"]) for a in answers]
+    assert got == [(e.score, e.score, e.outcome, e.detail, e.sql) for e in expected]
+    assert 0 < [a["reward"] for a in answers].count(1.0) < len(answers)  # right and wrong answers both went through
+    for row, answer in zip(eval_rows, answers):  # the body comes back with the verdict added
+        assert answer["row_id"] == row.id and answer["expected"] == row.gold and answer["mask_sample"] is False
+        assert answer["responses_create_params"] == {"input": list(row.prompt)}
+
+
+def test_the_text_is_the_response_s_output_text(server, eval_rows):
+    row = eval_rows[0]
+    parts = verify_body(row, "")
+    parts["response"]["output"][1]["content"] = [{"type": "output_text", "text": "```sql\n" + row.gold[:10]},
+                                                 {"type": "refusal", "refusal": "no"},
+                                                 {"type": "output_text", "text": row.gold[10:] + "\n```"}]
+    answer = server.request("POST", "/verify", parts).json
+    assert (answer["reward"], answer["spider_outcome"]) == (1.0, "match")
+    empty = server.request("POST", "/verify", verify_body(row, "")).json
+    assert (empty["reward"], empty["spider_outcome"], empty["mask_sample"]) == (0.0, "no_query", False)
+
+
+def test_a_row_the_bundle_cannot_score_is_a_failure_never_a_score(server, eval_rows):
+    body = verify_body(eval_rows[0], eval_rows[0].gold)
+    body["expected"] = "SELECT 'a gold this bundle never saw'"
+    answer = server.request("POST", "/verify", body)
+    assert answer.status == 200
+    got = answer.json
+    assert got["mask_sample"] is True and got["failure_kind"] == "spider:stale_bundle"
+    assert "not stored in this bundle" in got["failure_reason"] and "spider_match" not in got
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"responses_create_params": {"input": "q"}, "expected": "SELECT 1"}, "no 'response'"),
+    ({"response": {"output": []}, "expected": "SELECT 1"}, "'responses_create_params'"),
+    ({"responses_create_params": {"input": "q"}, "response": {"output": []}}, "no gold query"),
+    ({"responses_create_params": {"input": "q"}, "response": {"output": "text"}, "expected": "SELECT 1"}, "Responses object"),
+    ([1, 2], "verify request"),
+])
+def test_a_body_of_another_shape_is_a_422_naming_what_is_missing(server, body, says):
+    answer = server.request("POST", "/verify", body)
+    assert answer.status == 422 and answer.json["error"] == "InvalidNeMoGymRequest" and says in answer.json["message"]
+    assert "reward" not in answer.json and "score" not in answer.json
+
+
+def test_the_token_rules_hold_on_the_new_routes(server, eval_rows):
+    body = verify_body(eval_rows[0], eval_rows[0].gold)
+    for path in ("/verify", "/aggregate_metrics", "/seed_session", "/reverify_mode"):
+        method = "GET" if path == "/reverify_mode" else "POST"
+        refused = server.request(method, path, body if method == "POST" else None, headers={"Authorization": ""})
+        assert refused.status == 401, path
+    assert server.request("POST", f"/t/{server.token}/verify", body, headers={"Authorization": ""}).json["reward"] == 1.0
+
+
+def test_session_calls_keep_nothing_and_reverify_is_stateless(server, eval_rows):
+    assert server.request("GET", "/reverify_mode").json == "stateless"
+    assert server.request("POST", "/seed_session", nemo_gym_row(eval_rows[0])).json == {}
+    closed = server.request("POST", "/close_session", {"resources_session_id": "s1", "episode_id": "e1"})
+    assert closed.json == {"resources_session_id": "s1"}
+
+
+def test_aggregate_metrics_give_accuracy_pass_at_k_and_majority_at_k(server, eval_rows):
+    # Two tasks, four rollouts each: task 0 right 1 of 4 (the right one last), task 1 right 3 of 4.
+    rows = eval_rows[:2]
+    texts = [["SELECT 1", "SELECT 2", "SELECT 1", rows[0].gold], [rows[1].gold, "SELECT 9", rows[1].gold, rows[1].gold]]
+    answers = [server.request("POST", "/verify", verify_body(row, text, t, r)).json
+               for t, row in enumerate(rows) for r, text in enumerate(texts[t])]
+    unscored = verify_body(rows[0], rows[0].gold, 0, 4)
+    unscored["expected"] = "SELECT 'not in the bundle'"
+    answers.append(server.request("POST", "/verify", unscored).json)
+    stripped = [{k: v for k, v in a.items() if k not in ("response", "responses_create_params")} for a in answers]
+    metrics = post_like_nemo_gym(f"{server.url}/t/{server.token}/aggregate_metrics", {"verify_responses": stripped})
+    groups = {g["_ng_task_index"]: g for g in metrics["group_level_metrics"]}
+    assert groups[0]["mean/spider_match"] == 0.25 and groups[1]["mean/spider_match"] == 0.75
+    assert groups[0]["coverage"] == 0.8 and groups[0]["num_scored"] == 4
+    assert groups[0]["pass@1/spider_match"] == 25.0 and groups[0]["pass@4/spider_match"] == 100.0
+    assert math.isclose(groups[0]["pass@2/spider_match"], 50.0) and math.isclose(groups[1]["pass@2/spider_match"], 100.0)
+    assert groups[0]["majority@4/spider_match"] == 0.0  # "SELECT 1" twice outvotes the gold once
+    assert groups[1]["majority@4/spider_match"] == 100.0 and groups[1]["majority@1/spider_match"] == 100.0
+    overall = metrics["agent_metrics"]
+    assert overall["mean/spider_match"] == 0.5 and overall["failures/spider:stale_bundle"] == 1
+    assert overall["num_rollouts"] == 9 and overall["num_scored"] == 8
+    assert metrics["key_metrics"]["mean/spider_match"] == 0.5
+
+
+def test_pass_at_k_is_the_unbiased_estimate():
+    assert nemo_gym.pass_at_k(4, 0, 2) == 0.0 and nemo_gym.pass_at_k(4, 4, 1) == 1.0
+    assert math.isclose(nemo_gym.pass_at_k(5, 2, 2), 1 - math.comb(3, 2) / math.comb(5, 2))
+
+
+def test_export_writes_nemo_gym_task_rows(prepared_sample, tmp_path, capsys):
+    from harness.cli import main
+    target = tmp_path / "tasks.jsonl"
+    assert main(["export", "--format", "nemo-gym", "--split", "eval", "--data", str(prepared_sample),
+                 "--output", str(target)]) == 0
+    lines = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
+    rows = read_split(prepared_sample / "data" / "eval.jsonl", "eval")
+    assert [line["row_id"] for line in lines] == [r.id for r in rows]
+    assert all(line["responses_create_params"]["input"] == list(r.prompt) and line["expected"] == r.gold
+               for line, r in zip(lines, rows))
+    assert all(line["db_id"] for line in lines) and "nemo-gym rows of the eval split" in capsys.readouterr().out
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(sys.version_info < (3, 13, 14), reason="nemo-gym 0.7 requires Python 3.13.14 or later; this is "
+                    f"{sys.version.split()[0]}, so its own models are not installed here")
+def test_nemo_gym_s_own_models_take_the_body_and_the_answer(server, eval_rows):
+    require_modules("nemo_gym")
+    from nemo_gym.base_resources_server import BaseVerifyRequest, BaseVerifyResponse
+    body = verify_body(eval_rows[0], eval_rows[0].gold)
+    request = BaseVerifyRequest.model_validate(body)  # NeMo Gym's own model of the request accepts the body
+    answer = post_like_nemo_gym(f"{server.url}/t/{server.token}/verify", request.model_dump(mode="json") | body)
+    assert BaseVerifyResponse.model_validate(answer).reward == 1.0
