@@ -119,6 +119,25 @@ def test_a_small_load_gets_every_answer_right_with_flat_memory(server, eval_path
     assert loadtest.problems_of(report, 16.0) == []
 
 
+def test_nemo_gym_s_verify_holds_under_the_same_load(server, eval_path):
+    report = loadtest.run_load(Endpoint.from_url(server.url, token=server.token), eval_path, requests=300, threads=8,
+                               runaway_every=100, sample_every=0.5, route="verify")
+    assert report["route"] == "/verify"
+    for phase in report["phases"]:
+        assert phase["requests"] == 300 and phase["failed"] == 0 and phase["wrong_answers"] == 0, phase["examples"]
+    assert report["outcomes"]["prediction_over_budget"] >= 3 and report["outcomes"]["match"] > 0
+    assert loadtest.problems_of(report, 16.0) == []
+
+
+def test_an_answer_other_than_the_calibrated_one_is_counted_on_either_route(server, eval_path):
+    row = read_split(eval_path, "eval")[0]
+    lying = Probe("correct", "row/lie", {"input": row.prompt, "output": row.gold, "expected": row.gold},
+                  expected=(0.0, "mismatch"))  # what it will not get: it matches
+    phase = loadtest.run_phase(Endpoint.from_url(server.url, token=server.token), [lying] * 8, 4, name="check",
+                               sample_every=5, route=loadtest.ROUTES["verify"])
+    assert phase["failed"] == 0 and phase["wrong_answers"] == 8 and "row/lie" in phase["examples"][0]
+
+
 def test_an_answer_other_than_the_calibrated_one_is_counted(server, eval_path):
     row = read_split(eval_path, "eval")[0]
     lying = Probe("correct", "row/lie", {"input": row.prompt, "output": row.gold, "expected": row.gold},

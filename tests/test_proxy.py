@@ -46,7 +46,7 @@ def test_the_configuration_buffers_whole_requests_and_never_replays_one():
 def test_the_body_limits_are_the_services_own():
     text = config()
     assert "client_max_body_size 1000;" in text  # /grade and everything else
-    batch = text.split("location ~ ^(/t/[^/]+)?/(grade/batch|openrlhf)$", 1)[1].split("}", 1)[0]
+    batch = text.split("location ~ ^(/t/[^/]+)?/(grade/batch|openrlhf|aggregate_metrics)$", 1)[1].split("}", 1)[0]
     assert "client_max_body_size 5000;" in batch
     with pytest.raises(InputError, match="at least"):
         nginx_config(ProxySettings(), upstream="g:1", token=TOKEN, max_body_bytes=10, max_batch_bytes=5, upstream_timeout_s=1)

@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runaway-every", type=int, default=100, metavar="N",
                         help="second phase: a runaway query every N requests; 0 skips that phase (default: 100)")
     parser.add_argument("--max-rows", type=int, metavar="N", help="use only the first N eval rows")
+    parser.add_argument("--route", choices=("grade", "verify"), default="grade",
+                        help="the endpoint loaded: the grader's /grade (default) or NeMo Gym's /verify, every answer "
+                             "checked against the one it gets alone")
     parser.add_argument("--sample-every", type=float, default=1.0, metavar="S",
                         help="seconds between RSS samples (default: 1)")
     parser.add_argument("--max-growth-mib", type=float, default=16.0, metavar="MIB",
@@ -91,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         check_writable_file(args.json, "the report")
     with _server(args) as server:
         report = run_load(endpoint_of(server), eval_path, requests=args.requests, threads=args.threads,
-                          runaway_every=args.runaway_every, max_rows=args.max_rows, sample_every=args.sample_every)
+                          runaway_every=args.runaway_every, max_rows=args.max_rows, sample_every=args.sample_every,
+                          route=args.route)
     print(render(report, args.max_growth_mib))
     if args.json:
         atomic_write_bytes(args.json, (json.dumps(report, indent=2) + "\n").encode("utf-8"))

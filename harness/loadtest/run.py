@@ -18,9 +18,11 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import http.client
+import json
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +43,43 @@ class Outcome:
     detail: str = ""
 
 
-def _send(endpoint: Endpoint, probe: Probe, request_id: str, timeout: float) -> Outcome:
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """Where the probes are sent, the body each envelope becomes, and how the answer is read."""
+
+    path: str
+    body: Callable[[dict[str, Any]], dict[str, Any]]
+    answer: Callable[[dict[str, Any]], tuple[float, str] | None]
+
+
+def _nemo_gym_body(envelope: dict[str, Any]) -> dict[str, Any]:
+    """NeMo Gym's ``/verify`` body for an envelope: its task fields and the answer as a Responses object."""
+    text = {"type": "output_text", "text": envelope["output"], "annotations": []}
+    response = {"id": "resp", "created_at": 0, "model": "load", "object": "response", "parallel_tool_calls": True,
+                "tool_choice": "auto", "tools": [],
+                "output": [{"type": "message", "id": "msg", "role": "assistant", "status": "completed", "content": [text]}]}
+    return {"responses_create_params": {"input": envelope["input"]}, "expected": envelope["expected"], "response": response}
+
+
+ROUTES = {
+    "grade": Route("/grade", lambda envelope: envelope,
+                   lambda body: (float(body["score"]), str(body.get("outcome"))) if "score" in body else None),
+    "verify": Route("/verify", _nemo_gym_body,
+                    lambda body: (float(body["reward"]), str(body.get("spider_outcome")))
+                    if "reward" in body and not body.get("mask_sample") else None),
+}
+
+
+def _send(endpoint: Endpoint, probe: Probe, request_id: str, timeout: float, route: Route = ROUTES["grade"]) -> Outcome:
     started = time.monotonic()
     try:
-        reply = endpoint.request("POST", "/grade", raw=probe.body(), headers={"X-Request-Id": request_id},
-                                 timeout=timeout)
+        reply = endpoint.request("POST", route.path, raw=json.dumps(route.body(probe.envelope)).encode(),
+                                 headers={"X-Request-Id": request_id}, timeout=timeout)
     except (OSError, http.client.HTTPException) as exc:
         return Outcome(probe.kind, time.monotonic() - started, 0, False, f"{type(exc).__name__}: {exc}")
     seconds = time.monotonic() - started
     body = reply.json if isinstance(reply.json, dict) else {}
-    answer = (float(body["score"]), str(body.get("outcome"))) if "score" in body else None
+    answer = route.answer(body)
     ok = reply.status == 200 and answer == probe.expected and reply.headers.get("x-request-id") == request_id
     detail = "" if ok else f"{probe.label}: HTTP {reply.status}, got {answer}, expected {probe.expected}"
     return Outcome(probe.kind, seconds, reply.status, ok, detail)
@@ -133,13 +162,13 @@ def latency(values: list[float]) -> dict[str, float]:
 
 
 def run_phase(endpoint: Endpoint, order: list[Probe], threads: int, *, name: str,
-              sample_every: float = 1.0, timeout: float = 60.0) -> dict[str, Any]:
+              sample_every: float = 1.0, timeout: float = 60.0, route: Route = ROUTES["grade"]) -> dict[str, Any]:
     """Send ``order`` with ``threads`` client threads; figures of the phase."""
     with MemorySampler(endpoint, sample_every) as sampler:
         started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="load") as pool:
             tag = "".join(c if c.isalnum() else "-" for c in name)  # request ids are [A-Za-z0-9._-]
-            results = list(pool.map(lambda item: _send(endpoint, item[1], f"{tag}-{item[0]}", timeout),
+            results = list(pool.map(lambda item: _send(endpoint, item[1], f"{tag}-{item[0]}", timeout, route),
                                     enumerate(order)))
         elapsed = time.monotonic() - started
     failed = [r for r in results if r.status != 200]
@@ -154,28 +183,31 @@ def run_phase(endpoint: Endpoint, order: list[Probe], threads: int, *, name: str
             "examples": [r.detail for r in (failed + wrong)[:5]], "memory": memory_summary(sampler.samples)}
 
 
-def _calibrate_on(endpoint: Endpoint, probes: dict[str, list[Probe]]) -> dict[str, list[Probe]]:
+def _calibrate_on(endpoint: Endpoint, probes: dict[str, list[Probe]], route: Route = ROUTES["grade"]) -> dict[str, list[Probe]]:
     def grade(probe: Probe) -> tuple[int, Any]:
-        reply = endpoint.request("POST", "/grade", raw=probe.body(), timeout=60)
-        return reply.status, reply.json
+        reply = endpoint.request("POST", route.path, raw=json.dumps(route.body(probe.envelope)).encode(), timeout=60)
+        answer = route.answer(reply.json) if isinstance(reply.json, dict) else None
+        return reply.status, ({"score": answer[0], "outcome": answer[1]} if answer else reply.json)
     return calibrate(probes, grade)
 
 
 def run_load(endpoint: Endpoint, eval_path: Path, *, requests: int, threads: int, runaway_every: int,
-             max_rows: int | None = None, sample_every: float = 1.0, seed: int = 7) -> dict[str, Any]:
-    """Calibrate, then the two phases; every figure of the run."""
+             max_rows: int | None = None, sample_every: float = 1.0, seed: int = 7, route: str = "grade") -> dict[str, Any]:
+    """Calibrate, then the two phases, every request on ``route`` (``grade`` or NeMo Gym's ``verify``);
+    every figure of the run."""
+    chosen = ROUTES[route]
     health = endpoint.request("GET", "/health", timeout=10).json or {}
-    probes = _calibrate_on(endpoint, load_probes(eval_path, max_rows))
+    probes = _calibrate_on(endpoint, load_probes(eval_path, max_rows), chosen)
     # Warm every worker (imports, connections, caches) so that memory is compared warm to warm.
     warm = run_phase(endpoint, schedule(probes, max(200, 20 * int(health.get("settings", {}).get("workers", 8))),
-                                        0, seed + 1), threads, name="warm-up", sample_every=sample_every)
+                                        0, seed + 1), threads, name="warm-up", sample_every=sample_every, route=chosen)
     phases = [run_phase(endpoint, schedule(probes, requests, 0, seed), threads, name="mixed",
-                        sample_every=sample_every)]
+                        sample_every=sample_every, route=chosen)]
     if runaway_every:
         phases.append(run_phase(endpoint, schedule(probes, requests, runaway_every, seed), threads,
-                                name="mixed+runaway", sample_every=sample_every))
+                                name="mixed+runaway", sample_every=sample_every, route=chosen))
     metrics = parse_prometheus(endpoint.request("GET", "/metrics", timeout=10).text)
-    return {"url": endpoint.url, "bundle_sha256": (health.get("bundle") or {}).get("sha256"),
+    return {"url": endpoint.url, "route": chosen.path, "bundle_sha256": (health.get("bundle") or {}).get("sha256"),
             "workers": (health.get("settings") or {}).get("workers"),
             "probes": {kind: len(items) for kind, items in probes.items()},
             "runaway_every": runaway_every, "warm_up": {k: warm[k] for k in ("requests", "failed", "wrong_answers")},
@@ -188,7 +220,8 @@ def run_load(endpoint: Endpoint, eval_path: Path, *, requests: int, threads: int
 
 def render(report: dict[str, Any], max_growth_mib: float) -> str:
     """The figures as a readable table."""
-    lines = [f"load test on {report['url']}: {report['workers']} workers, bundle {str(report['bundle_sha256'])[:16]}",
+    lines = [f"load test on {report['url']}{report.get('route', '/grade')}: {report['workers']} workers, "
+             f"bundle {str(report['bundle_sha256'])[:16]}",
              "distinct envelopes: " + ", ".join(f"{k} {v}" for k, v in report["probes"].items()),
              "warm-up: {requests} requests, {failed} failed, {wrong_answers} wrong (not in the figures)".format(**report["warm_up"]),
              ""]

@@ -10,7 +10,7 @@ What the proxy does for the grader service's sync workers, and where in the text
   container's tmpfs) before a connection to a worker is opened; the answer is buffered the same way,
   so a slow reader never holds a worker either;
 * **body sizes**: the service's own limits (``--max-body-bytes`` for ``/grade`` and everything
-  else, ``--max-batch-bytes`` for ``/grade/batch`` and ``/openrlhf``), refused with the service's 413 body;
+  else, ``--max-batch-bytes`` for ``/grade/batch``, ``/openrlhf`` and NeMo Gym's ``/aggregate_metrics``), refused with the service's 413 body;
 * **slow clients**: a request line and headers (and the TLS handshake) must arrive within
   ``client_header_timeout_s``; a body may pause at most ``client_body_timeout_s`` between reads;
   an answer may wait at most ``send_timeout_s`` for the client to read.
@@ -190,7 +190,8 @@ def _http_settings(settings: ProxySettings, max_body_bytes: int, upstream_timeou
 def _server(listen_port: int, config_dir: str, max_body_bytes: int, max_batch_bytes: int) -> str:
     """TLS, the token's verdict before anything else, the service's error bodies, the two body limits."""
     too_large = _error(413, "BodyTooLarge", "request_error", "the body is over the limit of this endpoint "
-                       f"({max_body_bytes} bytes for /grade, {max_batch_bytes} for /grade/batch and /openrlhf): send fewer or smaller envelopes")
+                       f"({max_body_bytes} bytes for /grade, {max_batch_bytes} for /grade/batch, /openrlhf and "
+                       "/aggregate_metrics): send fewer or smaller envelopes")
     unavailable = _error(502, "ProxyUpstreamError", "infrastructure_error", "the grader service behind the proxy did not "
                          "answer; the example is unscored: retry it, and if it recurs look at the service log")
     plain = _error(400, "PlainHttpOnTlsPort", "request_error", "this port speaks HTTPS only: use an https:// URL")
@@ -215,7 +216,7 @@ def _server(listen_port: int, config_dir: str, max_body_bytes: int, max_batch_by
         location @unavailable {{ return 502 {unavailable}; }}
         location @plain_http {{ return 400 {plain}; }}
 
-        location ~ ^(/t/[^/]+)?/(grade/batch|openrlhf)$ {{
+        location ~ ^(/t/[^/]+)?/(grade/batch|openrlhf|aggregate_metrics)$ {{
             client_max_body_size {max_batch_bytes};
             proxy_pass http://spider_grader;
         }}
