@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, metavar="PORT",
                         help="published port (default: 8000 on 127.0.0.1; 8443 with --public; 0: any free port)")
     parser.add_argument("--local", action="store_true", help="run the server in this process, not in Docker")
+    parser.add_argument("--tasks", type=Path, metavar="DATA",
+                        help="a prepared folder: serve its rl and eval splits as the Open Reward Standard's environment "
+                             "'spider' (sessions, discovery, a submit tool; docs/service.md). Default: no ORS routes")
     options.add_token_file(parser, "created with a new token when missing; neither: a new token for this run")
     public = parser.add_argument_group("behind the proxy (--public)")
     public.add_argument("--public", action="store_true",
@@ -63,6 +66,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     nginx_conf.add_arguments(public)
     options.add_base_image(parser)
     settings.add_arguments(parser)
+
+
+def _tasks_folder(data: Path) -> Path:
+    """The splits folder of a prepared folder; InputError when it holds neither the rl nor the eval split."""
+    folder = Prepared(data).split("rl").parent
+    if not any((folder / f"{name}.jsonl").is_file() for name in ("rl", "eval")):
+        raise InputError(f"--tasks {data}: no data/rl.jsonl nor data/eval.jsonl there; prepare it first "
+                         "(python3 -m harness prepare --output DIR)")
+    return folder
 
 
 def _token(args: argparse.Namespace) -> tuple[str, str]:
@@ -98,6 +110,8 @@ def _serve_local(args: argparse.Namespace, chosen: settings.ServiceSettings, tok
     os.set_inheritable(listener.fileno(), True)
     announce(f"http://127.0.0.1:{listener.getsockname()[1]}", token, source)
     argv = ["--zip", str(args.zip), "--bind", f"fd://{listener.fileno()}", *settings.to_argv(chosen)]
+    if args.tasks is not None:
+        argv += ["--tasks", str(_tasks_folder(args.tasks))]
     if args.token_file is not None:
         argv += ["--token-file", str(args.token_file)]
     else:
@@ -107,7 +121,8 @@ def _serve_local(args: argparse.Namespace, chosen: settings.ServiceSettings, tok
 
 def _serve_docker(args: argparse.Namespace, chosen: settings.ServiceSettings, token: str, source: str) -> int:
     container = ServiceContainer(args.zip, chosen, base_image=options.base_image_of(args),
-                                 host_port=8000 if args.port is None else args.port, token=token)
+                                 host_port=8000 if args.port is None else args.port, token=token,
+                                 tasks=_tasks_folder(args.tasks) if args.tasks is not None else None)
     with interrupt_on_signals():  # SIGTERM stops it like Ctrl-C
         try:
             with container:
@@ -124,7 +139,8 @@ def _serve_docker(args: argparse.Namespace, chosen: settings.ServiceSettings, to
 def _serve_public(args: argparse.Namespace, chosen: settings.ServiceSettings, token: str, source: str) -> int:
     deployment = PublicService(args.zip, chosen, nginx_conf.from_args(args), token=token, cert=args.cert, key=args.key,
                                server_name=args.server_name or "localhost", listen=args.listen or "127.0.0.1",
-                               port=8443 if args.port is None else args.port, base_image=options.base_image_of(args))
+                               port=8443 if args.port is None else args.port, base_image=options.base_image_of(args),
+                               tasks=_tasks_folder(args.tasks) if args.tasks is not None else None)
     with interrupt_on_signals():
         try:
             with deployment:

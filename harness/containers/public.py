@@ -62,7 +62,7 @@ class PublicService:
                  proxy_settings: ProxySettings | None = None, *, token: str, cert: Path | None = None,
                  key: Path | None = None, server_name: str = "localhost", listen: str = "127.0.0.1", port: int = 0,
                  base_image: str = docker_run.DEFAULT_BASE_IMAGE, environment: dict[str, str] | None = None,
-                 say: Callable[[str], None] = print) -> None:
+                 say: Callable[[str], None] = print, tasks: str | os.PathLike | None = None) -> None:
         if (cert is None) != (key is None):
             raise InputError("give both --cert and --key (your certificate and its private key, PEM), or neither "
                              "for a self-signed certificate")
@@ -73,7 +73,7 @@ class PublicService:
         self.name = f"spider-scoring-proxy-{uuid.uuid4().hex[:12]}"
         self.grader = ServiceContainer(zip_path, self.settings, base_image=base_image, environment=environment,
                                        say=say, token=token, network=f"spider-scoring-internal-{uuid.uuid4().hex[:12]}",
-                                       publish=False)
+                                       publish=False, tasks=tasks)
         self.client: Any = None
         self.container: Any = None
         self.network: Any = None

@@ -81,15 +81,18 @@ def service_limits(settings: ServiceSettings, unpacked_bytes: int = 0) -> RunLim
                      pids=32 + 4 * settings.workers, cpus=float(os.cpu_count() or 1), tmpfs_bytes=tmpfs)
 
 
-def server_command(settings: ServiceSettings) -> list[str]:
-    """The server's arguments inside the container (the image's entry point is the server)."""
+def server_command(settings: ServiceSettings, tasks: bool = False) -> list[str]:
+    """The server's arguments inside the container (the image's entry point is the server); ``tasks``:
+    the splits are in the mount's ``tasks/`` (the ORS environment)."""
     return ["--zip", f"{MOUNT}/bundle.zip", "--bind", f"0.0.0.0:{PORT}", "--metrics-dir", "/tmp/metrics",
-            "--workdir", "/tmp", "--worker-tmp-dir", "/tmp", "--token-file", TOKEN_FILE, *service_settings.to_argv(settings)]
+            "--workdir", "/tmp", "--worker-tmp-dir", "/tmp", "--token-file", TOKEN_FILE, *service_settings.to_argv(settings),
+            *(["--tasks", f"{MOUNT}/tasks"] if tasks else [])]
 
 
 def service_config(image: str, mount_dir: str | os.PathLike, *, name: str, settings: ServiceSettings,
                    host_port: int | None = 0, network: str = NETWORK, limits: RunLimits | None = None,
-                   environment: dict[str, str] | None = None, secrets_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+                   environment: dict[str, str] | None = None, secrets_dir: str | os.PathLike | None = None,
+                   tasks: bool = False) -> dict[str, Any]:
     """Keyword arguments for ``client.containers.create``: the trainer's lockdown, plus one published
     port (none with ``host_port=None``: behind the proxy) and the token's folder, read-only.
 
@@ -101,7 +104,7 @@ def service_config(image: str, mount_dir: str | os.PathLike, *, name: str, setti
     ({'bind': '/run/secrets/spider-grader', 'mode': 'ro'}, False)
     """
     env = {"PYTHONPATH": "/opt/grader/site-packages:/opt/grader/app", **(environment or {})}
-    config = docker_run.run_config(image, server_command(settings), mount_dir, name=name,
+    config = docker_run.run_config(image, server_command(settings, tasks), mount_dir, name=name,
                                    limits=limits or service_limits(settings), environment=env)
     del config["network_mode"]  # "none" in the trainer; the service needs its one port
     config["network"] = network
@@ -232,8 +235,9 @@ class ServiceContainer:
     def __init__(self, zip_path: str | os.PathLike, settings: ServiceSettings | None = None, *,
                  base_image: str = docker_run.DEFAULT_BASE_IMAGE, host_port: int = 0, environment: dict[str, str] | None = None,
                  say: Callable[[str], None] = print, token: str | None = None, network: str | None = None,
-                 publish: bool = True) -> None:
+                 publish: bool = True, tasks: str | os.PathLike | None = None) -> None:
         self.zip_path = Path(zip_path)
+        self.tasks = Path(tasks) if tasks is not None else None  # a prepared folder's data/: the ORS environment
         self.settings = settings or ServiceSettings()
         self.base_image, self.host_port, self.say = base_image, host_port, say
         self.environment = bundle_environment() if environment is None else environment
@@ -260,12 +264,19 @@ class ServiceContainer:
         self.staging = Path(tempfile.mkdtemp(prefix="spider-grader-run-"))
         shutil.copyfile(self.zip_path, self.staging / "bundle.zip")
         os.chmod(self.staging / "bundle.zip", 0o644)
+        if self.tasks is not None:  # the splits the ORS environment serves, world-readable like the zip
+            (self.staging / "tasks").mkdir(mode=0o755)
+            for name in ("rl.jsonl", "eval.jsonl"):
+                if (self.tasks / name).is_file():
+                    shutil.copyfile(self.tasks / name, self.staging / "tasks" / name)
+                    os.chmod(self.staging / "tasks" / name, 0o644)
+            os.chmod(self.staging / "tasks", 0o755)
         os.chmod(self.staging, 0o755)
         self.secrets = Path(tempfile.mkdtemp(prefix="spider-grader-secrets-"))  # 0700: this user only
         write_secret(self.secrets / "mount", "token", self.token + "\n")
         config = service_config(tag, self.staging, name=self.name, settings=self.settings,
                                 host_port=self.host_port if self.publish else None, network=network,
-                                environment=self.environment, secrets_dir=self.secrets / "mount",
+                                environment=self.environment, secrets_dir=self.secrets / "mount", tasks=self.tasks is not None,
                                 limits=service_limits(self.settings, _unpacked_bytes(self.zip_path)))
         self.container = self.client.containers.create(**config)
         try:

@@ -45,8 +45,9 @@ class LocalServer:
 
     def __init__(self, zip_path: str | os.PathLike, settings: ServiceSettings | None = None, *,
                  env: dict[str, str] | None = None, workdir: str | os.PathLike | None = None,
-                 token: str | None = None) -> None:
+                 token: str | None = None, tasks: str | os.PathLike | None = None) -> None:
         self.zip_path = Path(zip_path)
+        self.tasks = tasks  # a prepared folder's data/: the ORS environment (none without)
         self.settings = settings or ServiceSettings()
         self.env = env or {}
         self.token = token or tokens.generate()
@@ -76,6 +77,8 @@ class LocalServer:
         command = [sys.executable, "-m", "harness.service.server", "--zip", str(self.zip_path),
                    "--bind", f"fd://{listener.fileno()}", "--metrics-dir", str(self.tmp / "metrics"),
                    "--workdir", str(self.tmp), *to_argv(self.settings)]
+        if self.tasks is not None:
+            command += ["--tasks", str(self.tasks)]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1", **self.env, tokens.ENV: self.token}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         with open(self.log_path, "wb") as log:

@@ -8,13 +8,14 @@
 | ``POST /verify`` | NeMo Gym's task row with the model's ``response`` -> the row with ``reward`` and the verdict (service.nemo_gym) |
 | ``POST /aggregate_metrics`` | NeMo Gym's ``{"verify_responses": [...]}`` -> accuracy, pass@k and majority@k per task and overall |
 | ``POST /seed_session``, ``POST /close_session``, ``GET /reverify_mode`` | NeMo Gym's session calls (nothing kept) and ``"stateless"`` |
+| ORS: ``/create_session``, ``/create``, ``/prompt``, ``/call``... | the rl and eval splits as the ORS environment ``spider`` (service.ors) |
 | ``GET /health`` | bundle SHA-256, SQLite versions (runtime and build), data summary, worker pid |
 | ``GET /readyz`` / ``GET /livez`` | 200 once the bundle's data is checked / while the process answers |
 | ``GET /metrics`` | Prometheus text format, summed over the workers |
 
 Every path but health, readiness and liveness needs the service's token (``harness.common.tokens``):
 ``Authorization: Bearer TOKEN`` or the path form ``/t/TOKEN/grade`` (``/t/TOKEN/openrlhf`` for
-OpenRLHF, which sends no header; ``/t/TOKEN/verify``... for NeMo Gym). Without it (or with a wrong
+OpenRLHF, which sends no header; ``/t/TOKEN/verify``... for NeMo Gym), or ORS's ``X-API-Key: TOKEN``. Without it (or with a wrong
 one) the answer is the same 401, checked before the body is read and for unknown paths too, so an
 unauthenticated client learns nothing of the routes. Logged paths and error messages are redacted.
 
@@ -41,7 +42,7 @@ from typing import Any
 
 from harness.common import tokens
 from harness.common.tokens import TokenCheck
-from harness.service import nemo_gym, openrlhf
+from harness.service import nemo_gym, openrlhf, ors
 from harness.service.bundle import GradeError, ServedBundle, ServiceOutcome
 from harness.service.guard import Partial, Watchdog
 from harness.service.metrics import CONTENT_TYPE as METRICS_TYPE
@@ -55,7 +56,7 @@ REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 GRADE_PATHS = ("/", "/grade")
 BATCH_PATH = "/grade/batch"
-GRADING_PATHS = GRADE_PATHS + (BATCH_PATH, openrlhf.PATH, nemo_gym.VERIFY_PATH)
+GRADING_PATHS = GRADE_PATHS + (BATCH_PATH, openrlhf.PATH, nemo_gym.VERIFY_PATH, "/call", f"/{ors.ENV_NAME}/call")
 
 
 class HttpError(Exception):
@@ -203,11 +204,13 @@ def _partial(answer: Callable[[list[dict[str, Any]]], dict[str, Any]], done: lis
 class GraderApp:
     """The WSGI callable. Built once in the arbiter; each forked worker attaches its ``WorkerLink``."""
 
-    def __init__(self, bundle: ServedBundle, settings: ServiceSettings, metrics: Metrics, auth: TokenCheck) -> None:
+    def __init__(self, bundle: ServedBundle, settings: ServiceSettings, metrics: Metrics, auth: TokenCheck,
+                 environment: ors.Environment | None = None) -> None:
         self.bundle = bundle
         self.settings = settings
         self.metrics = metrics
         self.auth = auth
+        self.environment = environment  # ORS: None when the server was started without the splits
         self.link = WorkerLink()
         self._routes: dict[str, dict[str, Callable[[dict, str], tuple[int, Any]]]] = {
             **{path: {"POST": self._post_grade} for path in GRADE_PATHS},
@@ -223,6 +226,9 @@ class GraderApp:
             "/livez": {"GET": lambda environ, rid: (200, {"status": "alive", "pid": os.getpid()})},
             "/metrics": {"GET": lambda environ, rid: (200, self.metrics.render())},
         }
+        for route in ors.PATHS:
+            for path in (route, f"/{ors.ENV_NAME}{route}"):
+                self._routes[path] = {"GET": self._ors, "POST": self._ors}
 
     # -- WSGI ------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
@@ -245,8 +251,11 @@ class GraderApp:
                 self.metrics.in_flight.dec()
             if self.link.watchdog is not None:
                 self.link.watchdog.disarm()  # from here on the main thread answers, not the watchdog
-        body, ctype = ((payload, METRICS_TYPE) if isinstance(payload, bytes)
-                       else (json.dumps(payload).encode(), "application/json"))
+        if isinstance(payload, ors.Stream):
+            body, ctype = payload.body, ors.STREAM_TYPE
+        else:
+            body, ctype = ((payload, METRICS_TYPE) if isinstance(payload, bytes)
+                           else (json.dumps(payload).encode(), "application/json"))
         endpoint = path if path in self._routes else "other"
         seconds = time.monotonic() - started
         self.metrics.requests.labels(endpoint, str(status)).inc()
@@ -278,7 +287,8 @@ class GraderApp:
             return route, tokens.PATH_PREFIX + tokens.REDACTED + self._redact(route), literal and self.auth.matches(given)
         if path in tokens.OPEN_PATHS:
             return path, path, True
-        return path, self._redact(path), self.auth.matches(tokens.bearer(environ.get("HTTP_AUTHORIZATION", "")))
+        given = tokens.bearer(environ.get("HTTP_AUTHORIZATION", "")) or environ.get("HTTP_X_API_KEY") or None
+        return path, self._redact(path), self.auth.matches(given)
 
     def _refuse(self, environ: dict, notes: dict[str, Any]) -> tuple[int, Any]:
         """The one 401, whatever was wrong: no body is used (a small declared one is read and dropped)."""
@@ -305,6 +315,7 @@ class GraderApp:
             if handler is None:
                 raise request_error(405, "MethodNotAllowed", f"{self._redact(method[:20])} is not allowed on {self._redact(path[:100])}: use "
                                     f"{', '.join(handlers)}")
+            environ["spider.route"] = path  # the route, after the path form of the token
             status, payload = handler(environ, request_id)
             if isinstance(payload, dict) and path in GRADING_PATHS:
                 notes.update({k: payload[k] for k in ("outcome", "counts", "unscored") if k in payload})
@@ -382,6 +393,32 @@ class GraderApp:
         body = parse_json(read_body(environ, self.settings.max_body_bytes))  # read and dropped: nothing is kept
         session = body.get("resources_session_id") if isinstance(body, dict) else None
         return 200, ({"resources_session_id": session} if isinstance(session, str) else {})
+
+    def _ors(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        """An Open Reward Standard request (service.ors): JSON or an event stream; errors with ``detail``."""
+        route = ors.route(environ.get("spider.route", ""))
+        if self.environment is None or route is None:
+            discard_body(environ)
+            error = ors.OrsError(404, "NoEnvironment", "this service was started without the splits, so it serves no "
+                                 "ORS environment: `serve --data DIR` (a prepared folder) or the server's --tasks DIR/data")
+            return error.status, error.body()
+        length = environ.get("CONTENT_LENGTH") or ""
+        chunked = environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked"
+        body = parse_json(read_body(environ, self.settings.max_body_bytes)) if (length not in ("", "0") or chunked) else {}
+
+        def grade(envelope: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+            try:
+                result = self._grade_one(envelope)
+            except HttpError as exc:
+                self._count_error(exc.error)
+                return exc.error.body(), None
+            return result, self.bundle.shaped(result, envelope["output"])
+
+        try:
+            return 200, self.environment.answer(route, body, environ.get(ors.SESSION_HEADER), grade)
+        except ors.OrsError as exc:
+            self._count_error(GradeError(exc.status, exc.error, "request_error", exc.detail))
+            return exc.status, exc.body()
 
     def _check_batch_size(self, size: int) -> None:
         if size > self.settings.max_batch_items:

@@ -103,6 +103,11 @@ class ServedBundle:
         """``{"score", "outcome", "explanation", "sql"}``; raises the bundle's errors."""
         return self._grade(**envelope)
 
+    def row_databases(self) -> dict[str, str]:
+        """row id -> db_id, from the bundle's index (hints for the rows the service is sent)."""
+        index = self._index_module.load(os.path.realpath(self.root))
+        return {row_id: str(row["db_id"]) for row_id, row in index.rows_by_id.items() if row.get("db_id")}
+
     def shaped(self, result: dict[str, Any], completion: str) -> float:
         """What the bundle's reward shape pays for a grader answer (its score under ``binary``)."""
         if self._reward_shape is None:

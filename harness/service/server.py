@@ -44,6 +44,7 @@ from harness.service.app import GraderApp, WorkerLink
 from harness.service.bundle import ServedBundle, require_zip
 from harness.service.guard import Watchdog
 from harness.service.metrics import Metrics  # it imports prometheus_client only once Metrics.create set the mode
+from harness.service.ors import Environment, Sessions, Tasks
 from harness.service.settings import ServiceSettings
 
 log = logging.getLogger("spider_grader.server")
@@ -190,6 +191,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for the workers' metric files, emptied at start (default: a new temporary folder)")
     parser.add_argument("--workdir", type=Path, help="where to unpack the bundle (default: the temporary folder)")
     parser.add_argument("--worker-tmp-dir", help="gunicorn's heartbeat files (default: the temporary folder)")
+    parser.add_argument("--tasks", type=Path, metavar="DIR",
+                        help="a prepared folder's data/ (rl.jsonl, eval.jsonl): serve them as the Open Reward Standard's "
+                             "environment (default: none, no ORS routes)")
     parser.add_argument("--token-file", type=Path, metavar="FILE",
                         help=f"file holding the service's token (default: ${tokens.ENV}; one of the two is required)")
     service_settings.add_arguments(parser)
@@ -218,7 +222,12 @@ def serve(args: argparse.Namespace) -> int:
         data = bundle.health()
         metrics.describe_bundle(bundle.sha256, data.get("sqlite_version_runtime", ""),
                                 data.get("sqlite_version_built", ""))
-        app = GraderApp(bundle, settings, metrics, TokenCheck(token))
+        environment = None
+        if args.tasks is not None:
+            tasks = Tasks(args.tasks, bundle.row_databases())
+            sessions_dir = tempfile.mkdtemp(prefix="spider-grader-sessions-", dir=args.workdir)
+            environment = Environment(tasks, Sessions(sessions_dir))
+        app = GraderApp(bundle, settings, metrics, TokenCheck(token), environment)
         log.info("bundle loaded and checked", extra={"event": "bundle_checked", **data})
         options = gunicorn_options(app, args.bind or ["127.0.0.1:8000"], args.worker_tmp_dir)
         _gunicorn_application()(app, options).run()
