@@ -26,8 +26,8 @@ def eval_path(prepared_sample) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(sample_zip):
-    with LocalServer(sample_zip, ServiceSettings(workers=4)) as running:
+def server(sample_zip, prepared_sample):
+    with LocalServer(sample_zip, ServiceSettings(workers=4), tasks=prepared_sample / "data") as running:
         yield running
 
 
@@ -125,6 +125,16 @@ def test_nemo_gym_s_verify_holds_under_the_same_load(server, eval_path):
     assert report["route"] == "/verify"
     for phase in report["phases"]:
         assert phase["requests"] == 300 and phase["failed"] == 0 and phase["wrong_answers"] == 0, phase["examples"]
+    assert report["outcomes"]["prediction_over_budget"] >= 3 and report["outcomes"]["match"] > 0
+    assert loadtest.problems_of(report, 16.0) == []
+
+
+def test_an_ors_episode_a_request_holds_under_the_same_load(server, eval_path):
+    report = loadtest.run_load(Endpoint.from_url(server.url, token=server.token), eval_path, requests=150, threads=8,
+                               runaway_every=50, sample_every=0.5, route="ors")
+    assert report["route"] == "/call"
+    for phase in report["phases"]:
+        assert phase["requests"] == 150 and phase["failed"] == 0 and phase["wrong_answers"] == 0, phase["examples"]
     assert report["outcomes"]["prediction_over_budget"] >= 3 and report["outcomes"]["match"] > 0
     assert loadtest.problems_of(report, 16.0) == []
 

@@ -47,9 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runaway-every", type=int, default=100, metavar="N",
                         help="second phase: a runaway query every N requests; 0 skips that phase (default: 100)")
     parser.add_argument("--max-rows", type=int, metavar="N", help="use only the first N eval rows")
-    parser.add_argument("--route", choices=("grade", "verify"), default="grade",
-                        help="the endpoint loaded: the grader's /grade (default) or NeMo Gym's /verify, every answer "
-                             "checked against the one it gets alone")
+    parser.add_argument("--route", choices=("grade", "verify", "ors"), default="grade",
+                        help="the endpoint loaded: the grader's /grade (default), NeMo Gym's /verify, or an Open Reward "
+                             "Standard episode a request (session, task, submit; the server gets the eval split), every "
+                             "answer checked against the one it gets alone")
     parser.add_argument("--sample-every", type=float, default=1.0, metavar="S",
                         help="seconds between RSS samples (default: 1)")
     parser.add_argument("--max-growth-mib", type=float, default=16.0, metavar="MIB",
@@ -68,11 +69,12 @@ def _server(args: argparse.Namespace) -> Any:
         return contextlib.nullcontext(Endpoint.from_url(args.url, token=token, cafile=args.ca_file))
     zip_path = require(options.zip_of(args), "the bundle zip")
     chosen = ServiceSettings(workers=args.workers)
+    tasks = Prepared(args.data).split("eval").parent if args.route == "ors" else None  # the ORS environment's splits
     if args.via_proxy:
-        return PublicService(zip_path, chosen, token=tokens.generate(), base_image=options.base_image_of(args))
+        return PublicService(zip_path, chosen, token=tokens.generate(), base_image=options.base_image_of(args), tasks=tasks)
     if args.docker:
-        return ServiceContainer(zip_path, chosen, base_image=options.base_image_of(args))
-    return LocalServer(zip_path, chosen)
+        return ServiceContainer(zip_path, chosen, base_image=options.base_image_of(args), tasks=tasks)
+    return LocalServer(zip_path, chosen, tasks=tasks)
 
 
 def endpoint_of(server: Any) -> Endpoint:

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.common.http_client import Endpoint, parse_prometheus
+from harness.common.http_client import Endpoint, Reply, parse_prometheus
+from harness.common.rows import read_split
 from harness.loadtest.workload import Probe, calibrate, load_probes, schedule
 
 MiB = 1024 * 1024
@@ -45,11 +46,47 @@ class Outcome:
 
 @dataclasses.dataclass(frozen=True)
 class Route:
-    """Where the probes are sent, the body each envelope becomes, and how the answer is read."""
+    """Where the probes are sent, the body each envelope becomes, and how the answer is read; ``exchange``,
+    when set, sends a probe itself (several requests: an ORS episode) and gives the last reply."""
 
     path: str
     body: Callable[[dict[str, Any]], dict[str, Any]]
     answer: Callable[[dict[str, Any]], tuple[float, str] | None]
+    exchange: Callable[[Endpoint, Probe, dict[str, str], float], Reply] | None = None
+
+    def send(self, endpoint: Endpoint, probe: Probe, headers: dict[str, str], timeout: float) -> Reply:
+        if self.exchange is not None:
+            return self.exchange(endpoint, probe, headers, timeout)
+        return endpoint.request("POST", self.path, raw=json.dumps(self.body(probe.envelope)).encode(), headers=headers,
+                                timeout=timeout)
+
+
+def ors_route(indices: dict[str, int]) -> Route:
+    """An ORS episode a probe: a session on the probe's eval row (``indices``: row id -> index), its
+    answer submitted; the reply is the submit's, its answer read from the stream's ``end`` event."""
+
+    def exchange(endpoint: Endpoint, probe: Probe, headers: dict[str, str], timeout: float) -> Reply:
+        opened = endpoint.request("POST", "/create_session", {}, timeout=timeout)
+        if opened.status != 200:
+            return opened
+        sid = opened.text.split("event: task_id\ndata: ", 1)[-1].split("\n", 1)[0]
+        index = indices[probe.label.split("/", 1)[0]]
+        made = endpoint.request("POST", "/create", {"split": "eval", "index": index}, timeout=timeout,
+                                headers={"X-Session-ID": sid})
+        if made.status != 200:
+            return made
+        call = {"name": "submit", "input": {"sql": probe.envelope["output"]}}
+        reply = endpoint.request("POST", "/call", call, timeout=timeout, headers={**headers, "X-Session-ID": sid})
+        end = reply.text.rsplit("event: end\ndata: ", 1)[-1].strip() if reply.status == 200 else ""
+        endpoint.request("POST", "/delete", {}, timeout=timeout, headers={"X-Session-ID": sid})
+        return dataclasses.replace(reply, json=json.loads(end) if end else reply.json)
+
+    def answer(body: dict[str, Any]) -> tuple[float, str] | None:
+        output = body.get("output") or {}
+        reward = output.get("reward")
+        return (float(reward), str((output.get("metadata") or {}).get("outcome"))) if reward is not None else None
+
+    return Route("/call", lambda envelope: envelope, answer, exchange)
 
 
 def _nemo_gym_body(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -73,8 +110,7 @@ ROUTES = {
 def _send(endpoint: Endpoint, probe: Probe, request_id: str, timeout: float, route: Route = ROUTES["grade"]) -> Outcome:
     started = time.monotonic()
     try:
-        reply = endpoint.request("POST", route.path, raw=json.dumps(route.body(probe.envelope)).encode(),
-                                 headers={"X-Request-Id": request_id}, timeout=timeout)
+        reply = route.send(endpoint, probe, {"X-Request-Id": request_id}, timeout)
     except (OSError, http.client.HTTPException) as exc:
         return Outcome(probe.kind, time.monotonic() - started, 0, False, f"{type(exc).__name__}: {exc}")
     seconds = time.monotonic() - started
@@ -185,7 +221,7 @@ def run_phase(endpoint: Endpoint, order: list[Probe], threads: int, *, name: str
 
 def _calibrate_on(endpoint: Endpoint, probes: dict[str, list[Probe]], route: Route = ROUTES["grade"]) -> dict[str, list[Probe]]:
     def grade(probe: Probe) -> tuple[int, Any]:
-        reply = endpoint.request("POST", route.path, raw=json.dumps(route.body(probe.envelope)).encode(), timeout=60)
+        reply = route.send(endpoint, probe, {}, 60.0)
         answer = route.answer(reply.json) if isinstance(reply.json, dict) else None
         return reply.status, ({"score": answer[0], "outcome": answer[1]} if answer else reply.json)
     return calibrate(probes, grade)
@@ -193,9 +229,9 @@ def _calibrate_on(endpoint: Endpoint, probes: dict[str, list[Probe]], route: Rou
 
 def run_load(endpoint: Endpoint, eval_path: Path, *, requests: int, threads: int, runaway_every: int,
              max_rows: int | None = None, sample_every: float = 1.0, seed: int = 7, route: str = "grade") -> dict[str, Any]:
-    """Calibrate, then the two phases, every request on ``route`` (``grade`` or NeMo Gym's ``verify``);
-    every figure of the run."""
-    chosen = ROUTES[route]
+    """Calibrate, then the two phases, every request on ``route`` (``grade``, NeMo Gym's ``verify`` or
+    an ORS episode, ``ors``); every figure of the run."""
+    chosen = ors_route({r.id: i for i, r in enumerate(read_split(eval_path, "eval"))}) if route == "ors" else ROUTES[route]
     health = endpoint.request("GET", "/health", timeout=10).json or {}
     probes = _calibrate_on(endpoint, load_probes(eval_path, max_rows), chosen)
     # Warm every worker (imports, connections, caches) so that memory is compared warm to warm.
