@@ -51,7 +51,7 @@ BUNDLE_SOURCES := $(wildcard bundle/*.py bundle/*/*.py)
 PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py harness/audit/nearmiss/*.py) fixtures/disputed-golds.json
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-.PHONY: FORCE help setup setup-integration setup-ray bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
+.PHONY: FORCE help setup setup-integration setup-ray setup-verifiers bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
@@ -78,6 +78,17 @@ $(VENV)/.ray: pyproject.toml $(VENV)/.installed
 setup-integration: $(VENV)/.integration ## install the [integration] group into .venv: torch 2.13 CPU, transformers, TRL, verl, Ray (the integration tests need it)
 
 setup-ray: $(VENV)/.ray ## install Ray into .venv (the [ray] extra), for `grade --ray`
+
+# verifiers (prime-rl's environments) in a venv of its own: it pins mcp, whose sse-starlette the
+# [integration] group's openreward cannot share (harness/verifiers_env.py; about 850 MB).
+VERIFIERS_VENV := .venv-verifiers
+$(VERIFIERS_VENV)/.installed:
+	$(PYTHON) -m venv $(VERIFIERS_VENV)
+	$(VERIFIERS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VERIFIERS_VENV)/bin/python -m pip install -q 'verifiers==0.4.0'
+	touch $@
+
+setup-verifiers: $(VERIFIERS_VENV)/.installed ## make .venv-verifiers with verifiers 0.4.0, for the verifiers environment's test
 
 test: setup ## run the whole test suite, type check, lint and docs build (docker tests skip, with the reason, where no engine is reachable)
 	$(PY) -m mypy
