@@ -51,7 +51,7 @@ BUNDLE_SOURCES := $(wildcard bundle/*.py bundle/*/*.py)
 PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py harness/audit/nearmiss/*.py) fixtures/disputed-golds.json
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-.PHONY: FORCE help setup setup-integration setup-ray setup-verifiers bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
+.PHONY: FORCE help setup setup-integration setup-ray setup-verifiers setup-nemo-gym bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
@@ -87,6 +87,19 @@ $(VERIFIERS_VENV)/.installed:
 	$(VERIFIERS_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VERIFIERS_VENV)/bin/python -m pip install -q 'verifiers==0.4.0'
 	touch $@
+
+# NeMo Gym 0.7 declares Python 3.13.14 or later, which this project's machines lack; its /verify path
+# runs on 3.11, so it is installed from PyPI past that check, then its own requirements (about 1.5 GB).
+NEMO_GYM_VENV := .venv-nemo-gym
+$(NEMO_GYM_VENV)/.installed:
+	$(PYTHON) -m venv $(NEMO_GYM_VENV)
+	$(NEMO_GYM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(NEMO_GYM_VENV)/bin/python -m pip install -q --no-deps --ignore-requires-python 'nemo-gym==0.7.0'
+	$(NEMO_GYM_VENV)/bin/python -c "import importlib.metadata as m; print('\n'.join(r for r in m.requires('nemo-gym') if 'extra ==' not in r))" > $(NEMO_GYM_VENV)/requirements.txt
+	$(NEMO_GYM_VENV)/bin/python -m pip install -q -r $(NEMO_GYM_VENV)/requirements.txt
+	touch $@
+
+setup-nemo-gym: $(NEMO_GYM_VENV)/.installed ## make .venv-nemo-gym with NeMo Gym 0.7.0, for its client's test
 
 setup-verifiers: $(VERIFIERS_VENV)/.installed ## make .venv-verifiers with verifiers 0.4.0, for the verifiers environment's test
 

@@ -3,8 +3,7 @@
 The bodies are NeMo Gym 0.7's: a task row of ``export --format nemo-gym`` with the model's OpenAI
 Responses object, posted to ``/verify`` the way its ``ServerClient`` posts (aiohttp, ``json=``), with
 the token in the path form; then ``/aggregate_metrics`` on the answers, as its rollout collection
-does. NeMo Gym itself needs Python 3.13.14 or later; where it imports, its own client makes the round
-trip too.
+does. NeMo Gym's own client and models make the same round trip in its venv (``make setup-nemo-gym``).
 """
 
 from __future__ import annotations
@@ -12,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import sys
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import require_modules
+from conftest import _unavailable, require_modules
 from harness.common.bundle_loader import load_bundle
 from harness.common.completions import read_completions
 from harness.common.rows import read_split
@@ -26,6 +26,8 @@ from harness.loadtest.local_server import LocalServer
 from harness.service import nemo_gym
 from harness.service.settings import ServiceSettings
 from test_service import SAMPLE_COMPLETIONS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -173,13 +175,30 @@ def test_export_writes_nemo_gym_task_rows(prepared_sample, tmp_path, capsys):
     assert all(line["db_id"] for line in lines) and "nemo-gym rows of the eval split" in capsys.readouterr().out
 
 
+NEMO_GYM_PYTHON = ROOT / ".venv-nemo-gym" / "bin" / "python"
+
+
 @pytest.mark.integration
-@pytest.mark.skipif(sys.version_info < (3, 13, 14), reason="nemo-gym 0.7 requires Python 3.13.14 or later; this is "
-                    f"{sys.version.split()[0]}, so its own models are not installed here")
-def test_nemo_gym_s_own_models_take_the_body_and_the_answer(server, eval_rows):
-    require_modules("nemo_gym")
-    from nemo_gym.base_resources_server import BaseVerifyRequest, BaseVerifyResponse
-    body = verify_body(eval_rows[0], eval_rows[0].gold)
-    request = BaseVerifyRequest.model_validate(body)  # NeMo Gym's own model of the request accepts the body
-    answer = post_like_nemo_gym(f"{server.url}/t/{server.token}/verify", request.model_dump(mode="json") | body)
-    assert BaseVerifyResponse.model_validate(answer).reward == 1.0
+def test_nemo_gym_s_own_client_and_models_get_grade_s_verdicts(server, eval_rows, prepared_sample, sample_zip, tmp_path):
+    # NeMo Gym 0.7 declares Python 3.13.14 or later; `make setup-nemo-gym` installs it from PyPI past that
+    # check into .venv-nemo-gym (its /verify path runs on 3.11), where tests/nemo_gym_runner.py runs.
+    if not NEMO_GYM_PYTHON.is_file():
+        _unavailable("NeMo Gym is not installed: `make setup-nemo-gym` makes .venv-nemo-gym")
+    from harness.cli import main
+    tasks = tmp_path / "tasks.jsonl"
+    assert main(["export", "--format", "nemo-gym", "--split", "eval", "--data", str(prepared_sample),
+                 "--output", str(tasks)]) == 0
+    completions = read_completions(SAMPLE_COMPLETIONS).one_per_row([r.id for r in eval_rows])
+    (tmp_path / "answers.json").write_text(json.dumps({r.id: c for r, c in zip(eval_rows, completions)}))
+    with load_bundle(sample_zip, tmp_path) as loaded:
+        expected = grade_split(loaded, eval_rows, completions)
+    done = subprocess.run([str(NEMO_GYM_PYTHON), str(ROOT / "tests" / "nemo_gym_runner.py"), server.url, server.token,
+                           str(tasks), str(tmp_path / "answers.json"), str(tmp_path / "out.json")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads((tmp_path / "out.json").read_text())
+    got = [(v["row_id"], v["reward"], v["spider_outcome"], v["spider_explanation"], v["spider_sql"]) for v in found["verified"]]
+    assert got == [(r.id, e.score, e.outcome, e.detail, e.sql) for r, e in zip(eval_rows, expected)]
+    accuracy = sum(e.score for e in expected) / len(expected)
+    assert math.isclose(found["metrics"]["key_metrics"]["mean/spider_match"], accuracy)
+    assert math.isclose(found["metrics"]["key_metrics"]["pass@1/spider_match"], 100 * accuracy)
