@@ -310,7 +310,8 @@ class GraderApp:
             if handlers is None:
                 raise request_error(404, "NotFound", f"no endpoint {self._redact(path[:100])!r}: POST /grade, /grade/batch, "
                                     "/openrlhf or NeMo Gym's /verify, /aggregate_metrics, /seed_session, /close_session; "
-                                    "GET /reverify_mode, /health, /readyz, /livez, /metrics")
+                                    "GET /reverify_mode, /health, /readyz, /livez, /metrics; the ORS environment's "
+                                    "/create_session, /create, /prompt, /call... (serve --tasks)")
             handler = handlers.get(method)
             if handler is None:
                 raise request_error(405, "MethodNotAllowed", f"{self._redact(method[:20])} is not allowed on {self._redact(path[:100])}: use "
@@ -375,10 +376,9 @@ class GraderApp:
         try:
             result = self._grade_one(envelope)
         except HttpError as exc:
-            if exc.error.outcome == "request_error":  # the row itself cannot be graded: NeMo Gym's failure
-                self._count_error(exc.error)
-                return 200, nemo_gym.refused(body, exc.error)
             self._count_error(exc.error)
+            if exc.error.outcome == "request_error":  # the row itself cannot be graded: NeMo Gym's failure
+                return 200, nemo_gym.refused(body, exc.error)
             result = exc.error.body()
         return 200, nemo_gym.verified(body, result, lambda r: self.bundle.shaped(r, envelope["output"]))
 
