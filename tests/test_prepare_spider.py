@@ -97,7 +97,7 @@ def test_missing_and_oversized_databases_are_reported(prepared_spider, spider_di
 
 # A tenth of the default sizes: the full run is the fixture's, and a second full run cost the suite
 # 270 s on one worker; this one is about 45 s a run and still builds neighbours, separates and audits.
-SMALL_PREPARE_ARGS = ("--rows", "100", "--rl-rows", "30", "--eval-rows", "20", "--request-interval", "0")
+SMALL_PREPARE_ARGS = ("--rows", "60", "--rl-rows", "18", "--eval-rows", "12", "--request-interval", "0")
 
 
 def _prepare_in_process_of_its_own(out: Path, hash_seed: str, *args: str) -> None:
