@@ -173,16 +173,17 @@ class HeadFirstWorker(SyncWorker):
             self._refuse(pending, 408)
 
     def _refuse(self, pending: _Pending, status: int) -> None:
-        """Answer ``status`` (best effort: the socket does not block) and close the connection."""
+        """Count and log the refusal, then answer ``status`` (best effort: the socket does not block) and
+        close the connection: a client that has its answer finds the refusal already counted."""
         reason, error, message = _REFUSALS[status]
         body = {"error": error, "outcome": "request_error", "message": message.format(timeout=self.header_timeout_s),
                 "exit_code": None, "status": status}
+        self.on_refused(status, error)
         try:
             pending.sock.send(http_response(status, reason, body))
         except OSError:
             pass
         self._close(pending)
-        self.on_refused(status, error)
 
     def _forget(self, pending: _Pending) -> None:
         self._selector.unregister(pending.sock)
