@@ -40,7 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.common.errors import InputError
 from harness.common.rows import SplitRow, read_split
+from harness.service import openrlhf
 
 ENV_NAME = "spider"
 SPLITS = {"train": "rl", "rl": "rl", "eval": "eval"}  # ORS split name -> the prepared split
@@ -109,7 +111,6 @@ class Tasks:
             if path.is_file():
                 self.rows[split] = read_split(path, split)
         if not self.rows:
-            from harness.common.errors import InputError
             raise InputError(f"no rl.jsonl nor eval.jsonl in {self.folder}: point --tasks at a prepared folder's "
                              "data/ (python3 -m harness prepare writes them)")
 
@@ -214,8 +215,7 @@ def graded(result: dict[str, Any], reward: float | None) -> dict[str, Any]:
                 "sql": result.get("sql")}
         why = f": {meta['explanation']}" if meta["explanation"] else ""
         return tool_result(f"Graded: {meta['outcome']}{why}", reward, meta)
-    from harness.service.openrlhf import reason
-    meta = {"outcome": result.get("outcome"), "unscored": reason(result),
+    meta = {"outcome": result.get("outcome"), "unscored": openrlhf.reason(result),
             "message": str(result.get("message") or result.get("explanation") or "")}
     return tool_result(f"Not graded ({meta['unscored']}): {meta['message']}", None, meta)
 
