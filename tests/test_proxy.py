@@ -65,9 +65,9 @@ def test_the_slow_client_timeouts_come_from_the_settings():
         assert line in text, line
 
 
-def test_the_token_appears_only_in_its_two_maps():
+def test_the_token_appears_only_in_its_three_maps():
     lines = [line.strip() for line in config().splitlines() if TOKEN in line]
-    assert len(lines) == 2 and all(line.startswith("map $spider_") for line in lines)
+    assert len(lines) == 3 and all(line.startswith(("map $spider_", "map $http_x_api_key")) for line in lines)
     with pytest.raises(InputError):
         nginx_config(ProxySettings(), upstream="g:1", token="short", max_body_bytes=1, max_batch_bytes=1, upstream_timeout_s=1)
 

@@ -38,9 +38,10 @@ SLOW_CLIENTS = 50
 
 
 @pytest.fixture(scope="module")
-def deployment(docker_engine, sample_zip):
+def deployment(docker_engine, sample_zip, prepared_sample):
     proxy = ProxySettings(client_header_timeout_s=HEADER_TIMEOUT, client_body_timeout_s=BODY_TIMEOUT, proxy_workers=2)
-    with PublicService(sample_zip, ServiceSettings(workers=2), proxy, token=tokens.generate(), say=lambda m: None) as running:
+    with PublicService(sample_zip, ServiceSettings(workers=2), proxy, token=tokens.generate(), say=lambda m: None,
+                       tasks=prepared_sample / "data") as running:
         yield running
 
 
@@ -103,6 +104,29 @@ def test_a_score_through_the_path_token_form_alone(deployment, envelope):
     batch = endpoint.request("POST", "/grade/batch", {"envelopes": [envelope, {**envelope, "output": "SELECT 2"}]})
     assert (one.status, one.json["score"], one.json["outcome"]) == (200, 1.0, "match")
     assert [r["score"] for r in batch.json["results"]] == [1.0, 0.0]
+
+
+def test_nemo_gym_and_an_ors_episode_through_the_proxy_over_https(deployment, prepared_sample):
+    row = read_split(prepared_sample / "data" / "eval.jsonl", "eval")[0]
+    text = {"type": "message", "content": [{"type": "output_text", "text": row.gold}]}
+    verified = deployment.endpoint().request("POST", "/verify", {"responses_create_params": {"input": list(row.prompt)},
+                                                                 "expected": row.gold, "response": {"output": [text]}})
+    assert (verified.status, verified.json["reward"], verified.json["spider_outcome"]) == (200, 1.0, "match")
+    way_in = deployment.endpoint(token=False)  # ORS's clients send the token as X-API-Key: the proxy takes it
+    key = {"X-API-Key": deployment.token, "Authorization": ""}
+    opened = request(way_in.host, way_in.port, "POST", "/create_session", {}, headers=key, tls=way_in.tls)
+    assert opened.status == 200 and opened.headers["content-type"] == "text/event-stream", opened.text
+    sid = opened.text.split("event: task_id\ndata: ", 1)[1].split("\n", 1)[0]
+    made = request(way_in.host, way_in.port, "POST", "/create", {"split": "eval", "index": 0},
+                   headers={**key, "X-Session-ID": sid}, tls=way_in.tls)
+    assert made.status == 200, made.text
+    called = request(way_in.host, way_in.port, "POST", "/call", {"name": "submit", "input": {"sql": row.gold}},
+                     headers={**key, "X-Session-ID": sid}, tls=way_in.tls)
+    end = json.loads(called.text.rsplit("event: end\ndata: ", 1)[1])
+    assert end["output"]["reward"] == 1.0 and end["output"]["finished"] is True
+    wrong = request(way_in.host, way_in.port, "GET", "/tools", headers={"X-API-Key": "x" * 40, "Authorization": ""},
+                    tls=way_in.tls)
+    assert (wrong.status, wrong.json) == (401, tokens.unauthorized_body())
 
 
 def test_plain_http_on_the_tls_port_gets_a_json_refusal(deployment):

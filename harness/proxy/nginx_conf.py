@@ -101,7 +101,8 @@ def _error(status: int, error: str, outcome: str, message: str) -> str:
 
 
 def _auth_maps(token: str) -> str:
-    """The service's token rules as maps: a path token alone decides; else an open path or the header."""
+    """The service's token rules as maps: a path token alone decides; else an open path or a header
+    (``Authorization: Bearer``, or ``X-API-Key`` as the Open Reward Standard's clients send it)."""
     tokens.check(token, "the proxy's configuration")
     return f"""
     map $http_authorization $spider_bearer {{
@@ -109,13 +110,15 @@ def _auth_maps(token: str) -> str:
         "~*^bearer\\s+(?<bearer_token>\\S+)\\s*$" $bearer_token;
     }}
     map $spider_bearer $spider_bearer_ok {{ default 0; "{token}" 1; }}
+    map $http_x_api_key $spider_key_ok {{ default 0; "{token}" 1; }}
+    map "$spider_bearer_ok$spider_key_ok" $spider_header_ok {{ default 0; "~1" 1; }}
     map $request_uri $spider_path_form {{ default 0; "~^{tokens.PATH_PREFIX}" 1; }}
     map $request_uri $spider_path_token {{ default ""; "~^{tokens.PATH_PREFIX}(?<path_token>[^/?]*)" $path_token; }}
     map $spider_path_token $spider_path_ok {{ default 0; "{token}" 1; }}
     map $uri $spider_open {{ default 0; {" ".join(f"{p} 1;" for p in tokens.OPEN_PATHS)} }}
-    # path form, path token right, open path, header right: refused when a path token is wrong, or
-    # when there is none, the path is not open and the header is not right.
-    map "$spider_path_form$spider_path_ok$spider_open$spider_bearer_ok" $spider_refused {{
+    # path form, path token right, open path, a header right: refused when a path token is wrong, or
+    # when there is none, the path is not open and no header is right.
+    map "$spider_path_form$spider_path_ok$spider_open$spider_header_ok" $spider_refused {{
         default 0; "~^10" 1; "0000" 1;
     }}
     map $spider_refused $spider_www_authenticate {{ default ""; 1 '{tokens.REALM}'; }}
