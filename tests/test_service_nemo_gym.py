@@ -192,13 +192,21 @@ def test_nemo_gym_s_own_client_and_models_get_grade_s_verdicts(server, eval_rows
     (tmp_path / "answers.json").write_text(json.dumps({r.id: c for r, c in zip(eval_rows, completions)}))
     with load_bundle(sample_zip, tmp_path) as loaded:
         expected = grade_split(loaded, eval_rows, completions)
+    lines = tasks.read_text(encoding="utf-8").splitlines()  # one more task: a gold this bundle never saw
+    stale = {**json.loads(lines[0]), "row_id": "stale-row", "expected": "SELECT 'a gold this bundle never saw'"}
+    tasks.write_text("\n".join([*lines, json.dumps(stale)]) + "\n", encoding="utf-8")
+    (tmp_path / "answers.json").write_text(json.dumps({"stale-row": "SELECT 1",
+                                                       **{r.id: c for r, c in zip(eval_rows, completions)}}))
     done = subprocess.run([str(NEMO_GYM_PYTHON), str(ROOT / "tests" / "nemo_gym_runner.py"), server.url, server.token,
                            str(tasks), str(tmp_path / "answers.json"), str(tmp_path / "out.json")],
                           capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads((tmp_path / "out.json").read_text())
-    got = [(v["row_id"], v["reward"], v["spider_outcome"], v["spider_explanation"], v["spider_sql"]) for v in found["verified"]]
+    *scored, unscored = found["verified"]
+    got = [(v["row_id"], v["reward"], v["spider_outcome"], v["spider_explanation"], v["spider_sql"]) for v in scored]
     assert got == [(r.id, e.score, e.outcome, e.detail, e.sql) for r, e in zip(eval_rows, expected)]
+    assert unscored["mask_sample"] is True and unscored["failure_kind"] == "spider:stale_bundle"
+    assert found["metrics"]["agent_metrics"]["failures/spider:stale_bundle"] == 1
     accuracy = sum(e.score for e in expected) / len(expected)
     assert math.isclose(found["metrics"]["key_metrics"]["mean/spider_match"], accuracy)
     assert math.isclose(found["metrics"]["key_metrics"]["pass@1/spider_match"], 100 * accuracy)

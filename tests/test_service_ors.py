@@ -8,6 +8,7 @@ events); the integration test drives TRL's own ``trl.experimental.openreward.Ope
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -138,7 +139,7 @@ def test_sessions_are_shared_by_the_worker_processes(server, prepared_sample):
     assert rewards == [1.0] * 12
 
 
-def test_a_row_the_bundle_cannot_score_ends_without_a_reward(sample_zip, prepared_sample, tmp_path):
+def test_a_row_the_bundle_cannot_score_ends_without_a_reward(sample_zip, prepared_sample, tmp_path, monkeypatch):
     tasks = tmp_path / "data"
     tasks.mkdir()
     lines = (prepared_sample / "data" / "eval.jsonl").read_text(encoding="utf-8").splitlines()
@@ -150,6 +151,10 @@ def test_a_row_the_bundle_cannot_score_ends_without_a_reward(sample_zip, prepare
         assert done["ok"] is True and done["output"]["reward"] is None and done["output"]["finished"] is True
         assert done["output"]["metadata"]["unscored"] == "stale_bundle"
         assert ors_request(running, "GET", "/splits").json == [{"name": "eval", "type": "test"}]  # no rl split given
+        if importlib.util.find_spec("openreward") is not None:  # and TRL's client reads it as no reward
+            _client_environment(monkeypatch, running)
+            second_gold = json.loads(lines[1])["messages"][-1]["content"]
+            assert _rewards_through_trl(running, "eval", ["SELECT 1", second_gold], [0, 1]) == [None, 1.0]
 
 
 def test_without_the_splits_the_routes_say_how_to_serve_them(sample_zip):
@@ -158,13 +163,33 @@ def test_without_the_splits_the_routes_say_how_to_serve_them(sample_zip):
         assert reply.status == 404 and "--tasks" in reply.json["detail"]
 
 
-@pytest.mark.integration
-def test_trl_s_open_reward_spec_scores_every_row_as_grade_does(server, prepared_sample, sample_zip, tmp_path, monkeypatch):
-    require_modules("openreward", "trl", "datasets")
+def _client_environment(monkeypatch, server) -> None:
     monkeypatch.setenv("OPENREWARD_SESSION_URL", server.url)  # else the client prefixes the host with "sessions."
     monkeypatch.setenv("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def _rewards_through_trl(server, split: str, answers: list[str], indices: list[int]) -> list:
+    """Each answer submitted through TRL's OpenRewardSpec environment on the task of its index; the rewards."""
+    from trl.experimental.openreward import OpenRewardSpec
+    spec = OpenRewardSpec(server.url, split=split, api_key=server.token, discover_task_tools=False)
+    rewards = []
+    for answer, index in zip(answers, indices):
+        env = spec.environment_factory()
+        try:
+            env.reset(task_index=index)
+            env.submit(sql=answer)
+            rewards += spec.reward_funcs(environments=[env])
+        finally:
+            env._close()
+    return rewards
+
+
+@pytest.mark.integration
+def test_trl_s_open_reward_spec_scores_every_row_as_grade_does(server, prepared_sample, sample_zip, tmp_path, monkeypatch):
+    require_modules("openreward", "trl", "datasets")
+    _client_environment(monkeypatch, server)
     from trl.experimental.openreward import OpenRewardSpec
     for split, name in (("eval", "eval"), ("rl", "train")):
         rows = read_split(prepared_sample / "data" / f"{split}.jsonl", split)
