@@ -25,6 +25,7 @@ Without it this module defines nothing (``__all__`` is empty).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import threading
@@ -33,6 +34,7 @@ from typing import Any
 
 from harness.common.layout import Prepared
 from harness.common.rows import read_split
+from harness.common.trainer_rows import db_ids_of
 
 TASKSET_ID = "spider_sql"
 _loaded: dict[str, Any] = {}
@@ -51,11 +53,8 @@ def bundle_reward(zip_path: str) -> Any:
 def rows_of(data: str, split: str) -> list[dict[str, Any]]:
     """The split's rows as task fields: prompt, row_id, gold, db_id (from the staged index, when there)."""
     prepared = Prepared(Path(data))
-    db_ids: dict[str, str] = {}
     index = prepared.staged / "data" / "index.json"
-    if index.is_file():
-        import json
-        db_ids = {str(r.get("id")): str(r.get("db_id")) for r in json.loads(index.read_text(encoding="utf-8"))["rows"]}
+    db_ids = db_ids_of(json.loads(index.read_text(encoding="utf-8"))) if index.is_file() else {}
     return [{"row_id": r.id, "prompt": list(r.prompt), "gold": r.gold, "db_id": db_ids.get(r.id, "")}
             for r in read_split(prepared.split(split), split)]
 

@@ -119,22 +119,14 @@ def test_a_small_load_gets_every_answer_right_with_flat_memory(server, eval_path
     assert loadtest.problems_of(report, 16.0) == []
 
 
-def test_nemo_gym_s_verify_holds_under_the_same_load(server, eval_path):
-    report = loadtest.run_load(Endpoint.from_url(server.url, token=server.token), eval_path, requests=150, threads=8,
-                               runaway_every=50, sample_every=0.5, route="verify")
-    assert report["route"] == "/verify"
+@pytest.mark.parametrize("route, path, requests", [("verify", "/verify", 150), ("ors", "/call", 75)],
+                         ids=["NeMo Gym's verify", "an ORS episode a request"])
+def test_the_new_routes_hold_under_the_same_load(server, eval_path, route, path, requests):
+    report = loadtest.run_load(Endpoint.from_url(server.url, token=server.token), eval_path, requests=requests, threads=8,
+                               runaway_every=requests // 3, sample_every=0.5, route=route)
+    assert report["route"] == path
     for phase in report["phases"]:
-        assert phase["requests"] == 150 and phase["failed"] == 0 and phase["wrong_answers"] == 0, phase["examples"]
-    assert report["outcomes"]["prediction_over_budget"] >= 3 and report["outcomes"]["match"] > 0
-    assert loadtest.problems_of(report, 16.0) == []
-
-
-def test_an_ors_episode_a_request_holds_under_the_same_load(server, eval_path):
-    report = loadtest.run_load(Endpoint.from_url(server.url, token=server.token), eval_path, requests=75, threads=8,
-                               runaway_every=25, sample_every=0.5, route="ors")
-    assert report["route"] == "/call"
-    for phase in report["phases"]:
-        assert phase["requests"] == 75 and phase["failed"] == 0 and phase["wrong_answers"] == 0, phase["examples"]
+        assert phase["requests"] == requests and phase["failed"] == 0 and phase["wrong_answers"] == 0, phase["examples"]
     assert report["outcomes"]["prediction_over_budget"] >= 3 and report["outcomes"]["match"] > 0
     assert loadtest.problems_of(report, 16.0) == []
 
