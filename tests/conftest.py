@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -117,6 +119,11 @@ def sample_bundle(tmp_path_factory, fixture_dbs) -> Path:
 def neighbour_bundle(fixture_dbs, tmp_path_factory) -> Path:
     """The sample bundle with neighbour databases for every database its rows use. Treat as read-only."""
     root = tmp_path_factory.mktemp("neighbour_bundle")
+    with default_scoring_env():
+        return _neighbour_bundle(root, fixture_dbs, tmp_path_factory)
+
+
+def _neighbour_bundle(root: Path, fixture_dbs: dict[str, Path], tmp_path_factory) -> Path:
     stage_bundle(root, fixture_dbs)
     index = json.loads((root / "data" / "index.json").read_text())
     golds: dict[str, list[str]] = {}
@@ -198,6 +205,32 @@ def run_with_read_only(folder: Path, argv: list[str], **kwargs) -> subprocess.Co
 
 # -- prepared outputs (harness prepare), shared by every test module that needs them --------------
 
+@contextlib.contextmanager
+def default_scoring_env() -> Iterator[None]:
+    """The bundle's settings at their defaults for a shared build: a session fixture is built by
+    whichever test asks first, and a module may have set SPIDER_SCORING_* for all its tests (the
+    search cache's keys name the limits, so a sample prepared under ``DIFFERENCE=off`` kept other
+    entries than a later draw at the defaults). The per-process limits are read again after it."""
+    from bundle.scoring import entry as scoring_entry
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("SPIDER_SCORING_")]:
+            patch.delenv(name)
+        scoring_entry._limits.clear()
+        try:
+            yield
+        finally:
+            scoring_entry._limits.clear()
+
+
+@pytest.fixture(autouse=True)
+def _limits_read_afresh() -> Iterator[None]:
+    """``scoring_entry.current_limits`` reads SPIDER_SCORING_* once a process: a test that sets one
+    (monkeypatch) must not leave its limits to the tests after it on the same worker."""
+    yield
+    from bundle.scoring import entry as scoring_entry
+    scoring_entry._limits.clear()
+
+
 def run_prepare(out: Path, *args: str) -> dict:
     """Run `prepare` in-process into ``out``; the summary it wrote (pytest.fail on a non-zero exit)."""
     from harness.cli import main
@@ -214,7 +247,8 @@ def prepared_sample(tmp_path_factory) -> Path:
     Treat as read-only (copy it to change it).
     """
     out = tmp_path_factory.mktemp("prepared_sample")
-    run_prepare(out, "--sample")
+    with default_scoring_env():
+        run_prepare(out, "--sample")
     return out
 
 
@@ -237,7 +271,8 @@ def shaped_sample(tmp_path_factory):
     def make(name: str) -> tuple[Path, Path]:
         if name not in made:
             root = tmp_path_factory.mktemp(f"shaped-{name}")
-            run_prepare(root / "out", "--sample", "--reward-shape", name)
+            with default_scoring_env():
+                run_prepare(root / "out", "--sample", "--reward-shape", name)
             pack.pack(root / "out" / "bundle", root / "spider-scoring.zip")
             made[name] = (root / "out", root / "spider-scoring.zip")
         return made[name]
@@ -261,7 +296,7 @@ def prepared_spider(tmp_path_factory, spider_dir) -> Path:
     """
     from api_server import ApiServer
     root = tmp_path_factory.mktemp("prepared_spider")
-    with ApiServer.from_spider(spider_dir) as api:
+    with ApiServer.from_spider(spider_dir) as api, default_scoring_env():
         run_prepare(root / "out", "--databases", str(spider_dir / "database"), "--api-url", api.url,
                     "--cache-dir", str(root / "cache"), *SPIDER_PREPARE_ARGS)
     return root / "out"
