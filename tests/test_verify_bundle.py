@@ -203,12 +203,16 @@ def _results(report: Path) -> dict[str, bool]:
 
 
 @pytest.mark.slow
-def test_the_sample_passes_every_check_in_process(prepared_sample, tmp_path):
+def test_the_sample_passes_every_check_in_process_even_with_no_hackable_row_allowed(prepared_sample, tmp_path):
+    """Every check passes; the audit's threshold at 0 passes only because no row is hackable, and its
+    report names the answers each hackable row would be paid for (their union)."""
     pack.pack(prepared_sample / "bundle", tmp_path / "b.zip")
-    done = _verify(tmp_path / "b.zip", prepared_sample, tmp_path / "r.json", "--in-process")
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = _verify(tmp_path / "b.zip", prepared_sample, tmp_path / "r.json", "--in-process", "--max-hackable", "0")
+    report = json.loads((tmp_path / "r.json").read_text())
+    hackable = sum(s["hackable"] for s in report["audit"]["splits"].values())
+    assert hackable == 0 and done.returncode == 0, done.stdout + done.stderr
     assert _results(tmp_path / "r.json") == dict.fromkeys(ALL_CHECKS, True)
-    assert "verification PASSED" in done.stdout
+    assert "verification PASSED" in done.stdout and "at least one of these (the union)" in done.stdout
 
 
 @pytest.mark.slow
