@@ -51,7 +51,7 @@ BUNDLE_SOURCES := $(wildcard bundle/*.py bundle/*/*.py)
 PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py harness/audit/nearmiss/*.py) fixtures/disputed-golds.json
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-.PHONY: FORCE help setup setup-integration setup-ray setup-verifiers setup-nemo-gym bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
+.PHONY: FORCE help setup setup-integration setup-ray setup-verifiers setup-nemo-gym setup-openrlhf bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
@@ -98,6 +98,16 @@ $(NEMO_GYM_VENV)/.installed:
 	$(NEMO_GYM_VENV)/bin/python -c "import importlib.metadata as m; print('\n'.join(r for r in m.requires('nemo-gym') if 'extra ==' not in r))" > $(NEMO_GYM_VENV)/requirements.txt
 	$(NEMO_GYM_VENV)/bin/python -m pip install -q -r $(NEMO_GYM_VENV)/requirements.txt
 	touch $@
+
+# OpenRLHF's agent classes (openrlhf/utils/agent.py) for the multi-turn agent's test: the package with
+# no dependencies into a folder of its own, put on the path of .venv's interpreter, which has torch and
+# transformers (OpenRLHF itself pulls deepspeed and vLLM, which a CPU machine has no use for).
+OPENRLHF_DIR := .venv-openrlhf
+$(OPENRLHF_DIR)/.installed: $(VENV)/.integration
+	$(PY) -m pip install -q --no-deps --target $(OPENRLHF_DIR) 'openrlhf==0.11.2' 'pylatexenc==2.10'
+	touch $@
+
+setup-openrlhf: $(OPENRLHF_DIR)/.installed ## OpenRLHF 0.11.2's code (no dependencies) in .venv-openrlhf, for its agent's test
 
 setup-nemo-gym: $(NEMO_GYM_VENV)/.installed ## make .venv-nemo-gym with NeMo Gym 0.7.0, for its client's test
 

@@ -121,6 +121,15 @@ class Limits:
     difference_max_bytes: int = _setting(
         16_777_216, "bytes", "largest original the search aimed at the difference copies into memory (a larger one "
         "is not edited)")
+    explore_calls: int = _setting(
+        8, "queries", "queries the multi-turn environment's exploration tool runs in one episode (scoring.episode)")
+    explore_steps: int = _setting(
+        5_000_000, "VM steps", "work one exploration query may do")
+    episode_steps: int = _setting(
+        20_000_000, "VM steps", "work an episode's exploration queries may do together (the final answer is scored "
+        "within its own budgets, as a one-shot completion)")
+    explore_rows: int = _setting(10, "rows", "rows of an exploration query's result shown (all are counted)")
+    explore_chars: int = _setting(2_000, "chars", "longest text an exploration query's result is shown as")
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

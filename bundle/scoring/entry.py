@@ -175,6 +175,18 @@ def read_trl_row(completion: object, columns: Mapping, prompt: object = None) ->
     return _row_call(completion, columns, current_limits(), prompt)
 
 
+def read_episode_row(row: Mapping, limits: Limits | None = None) -> RowCall:
+    """The gold and hints of a multi-turn episode's row (``scoring.episode``); its answer comes later.
+    Raises CallArgumentsError when the row carries no gold."""
+    if not isinstance(row, Mapping):
+        raise CallArgumentsError(f"an episode's row must be a mapping of its columns, got {type(row).__name__}")
+    call = _row_call("", row, limits or current_limits())
+    if call is None:
+        raise CallArgumentsError("no gold query in the episode's row: give ground_truth= (or expected=, or the row's "
+                                 "messages ending with the gold), as `export` writes the rows")
+    return call
+
+
 _limits: list[Limits] = []
 _limits_lock = threading.Lock()
 

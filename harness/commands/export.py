@@ -1,4 +1,4 @@
-"""`export`: write a split in the dataset format of a trainer library (TRL, verl or NeMo Gym), as JSONL.
+"""`export`: write a split in the dataset format of a trainer library (TRL, verl, NeMo Gym or OpenRLHF), as JSONL.
 
     python3 -m harness export --format trl [--split rl] [--data out] [--output FILE]
 
@@ -7,7 +7,8 @@ Reads ``DATA/data/SPLIT.jsonl`` and, for the ``db_id`` hints, the staged bundle'
 ``DATA/exports/FORMAT/SPLIT.jsonl`` (harness.common.trainer_rows says what each row holds).
 Load it with ``datasets.load_dataset("json", data_files=...)`` for TRL; for verl convert it to
 parquet (``datasets.Dataset.from_json(path).to_parquet(...)``), the format verl's trainer reads;
-for NeMo Gym it is a resources server's task JSONL, graded by ``serve``'s ``/verify``.
+for NeMo Gym it is a resources server's task JSONL, graded by ``serve``'s ``/verify``; for OpenRLHF the
+prompt dataset its multi-turn agent (the bundle's ``openrlhf_agent.py``) reads.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Split rows in the dataset formats of the trainers' own libraries (TRL, verl, NeMo Gym).
+"""Split rows in the dataset formats of the trainers' own libraries (TRL, verl, NeMo Gym, OpenRLHF).
 
 Each chat row of a split (harness.common.rows) becomes one dataset row:
 
@@ -13,7 +13,10 @@ Each chat row of a split (harness.common.rows) becomes one dataset row:
 * **NeMo Gym** (a resources server's task JSONL): ``{"responses_create_params": {"input": [system,
   user]}, "expected": gold, "row_id": ..., "split": ..., "db_id": ...}``; NeMo Gym sends the model
   the ``input`` and posts the task's fields back to ``serve``'s ``/verify`` with the model's
-  ``response`` (harness.service.nemo_gym).
+  ``response`` (harness.service.nemo_gym);
+* **OpenRLHF** (``--data.input_key input --data.label_key label``): ``{"input": [system, user],
+  "label": {"ground_truth", "row_id", "db_id"}}``; the bundle's ``openrlhf_agent.py`` reads the label
+  when OpenRLHF resets an episode.
 
 ``db_id`` comes from the bundle's index (the staged ``bundle/data/index.json``) when given; it is
 only a hint, the bundle also finds the database from the gold and the prompt.
@@ -35,7 +38,7 @@ from collections.abc import Mapping
 
 from harness.common.rows import SplitRow
 
-FORMATS = ("trl", "verl", "nemo-gym")
+FORMATS = ("trl", "verl", "nemo-gym", "openrlhf")
 DATA_SOURCE = "spider"
 
 
@@ -69,6 +72,15 @@ def nemo_gym_row(row: SplitRow, db_ids: Mapping[str, str] | None = None) -> dict
     return out
 
 
+def openrlhf_row(row: SplitRow, db_ids: Mapping[str, str] | None = None) -> dict:
+    """One OpenRLHF row (see the module docstring): the prompt as ``input``, the gold and hints as ``label``."""
+    label = {"ground_truth": row.gold, "row_id": row.id}
+    db_id = (db_ids or {}).get(row.id)
+    if db_id:
+        label["db_id"] = db_id
+    return {"input": row.prompt, "label": label}
+
+
 def trainer_rows(rows: list[SplitRow], fmt: str, db_ids: Mapping[str, str] | None = None) -> list[dict]:
     """Every row in format ``fmt`` (one of FORMATS), in split order."""
     if fmt == "trl":
@@ -77,6 +89,8 @@ def trainer_rows(rows: list[SplitRow], fmt: str, db_ids: Mapping[str, str] | Non
         return [verl_row(r, i, db_ids) for i, r in enumerate(rows)]
     if fmt == "nemo-gym":
         return [nemo_gym_row(r, db_ids) for r in rows]
+    if fmt == "openrlhf":
+        return [openrlhf_row(r, db_ids) for r in rows]
     raise ValueError(f"unknown trainer format {fmt!r}: one of {', '.join(FORMATS)}")
 
 
