@@ -21,7 +21,7 @@ from harness.common.bundle_loader import load_bundle
 from harness.common.completions import read_completions
 from harness.common.rows import read_split
 from harness.common.trainer_rows import nemo_gym_row
-from harness.emulator.grader_job import grade_split
+from harness.emulator.grader_job import grade_rows, grade_split
 from harness.loadtest.local_server import LocalServer
 from harness.service import nemo_gym
 from harness.service.settings import ServiceSettings
@@ -210,3 +210,72 @@ def test_nemo_gym_s_own_client_and_models_get_grade_s_verdicts(server, eval_rows
     accuracy = sum(e.score for e in expected) / len(expected)
     assert math.isclose(found["metrics"]["key_metrics"]["mean/spider_match"], accuracy)
     assert math.isclose(found["metrics"]["key_metrics"]["pass@1/spider_match"], 100 * accuracy)
+
+
+# -- the Gymnasium routes: the multi-turn episode (service.gymnasium) -------------------------------------------
+
+def _gym(server, path: str, body, cookie: str | None = None):
+    headers = {"Cookie": f"spider_episode={cookie}"} if cookie else {}
+    return server.request("POST", path, body, headers=headers)
+
+
+def _turn(*items) -> dict:
+    return {"response": {"output": list(items)}}
+
+
+def _query(sql: str, n: int = 1) -> dict:
+    return {"type": "function_call", "name": "query", "arguments": json.dumps({"sql": sql}), "call_id": f"c{n}"}
+
+
+def test_reset_names_the_episode_in_a_cookie_and_steps_keep_its_budget(server, eval_rows):
+    row = eval_rows[0]
+    task = nemo_gym_row(row)
+    reset = _gym(server, "/reset", task)
+    assert reset.status == 200 and reset.json["observation"] is None
+    cookie = reset.headers["set-cookie"].split(";")[0].split("=", 1)[1]
+    assert cookie == reset.json["info"]["spider_episode"]
+    loop = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c"
+    seen = [_gym(server, "/step", {**task, **_turn(_query(loop, n))}, cookie).json for n in range(5)]
+    outputs = [json.loads(s["info"]["tool_outputs"][0]["output"]) for s in seen]
+    assert [o.split(":")[0] for o in outputs] == ["over budget"] * 4 + ["no query run"]
+    assert all(s["terminated"] is False and s["reward"] == 0.0 for s in seen)
+    wrong = _gym(server, "/step", {**task, **_turn({"type": "function_call", "name": "submit",
+                                                     "arguments": json.dumps({"sql": "SELECT 'x'"}), "call_id": "s"})},
+                 cookie).json
+    assert wrong["terminated"] is True and wrong["reward"] == 0.0 and wrong["info"]["spider_outcome"] == "mismatch"
+    again = _gym(server, "/step", {**task, **_turn(_query("SELECT 1"))}, cookie).json
+    assert again["terminated"] is True and "already answered" in again["info"]["spider_over"]
+
+
+def test_a_step_without_its_episode_or_a_reset_without_a_gold_is_refused(server, eval_rows):
+    task = nemo_gym_row(eval_rows[0])
+    assert _gym(server, "/step", {**task, **_turn(_query("SELECT 1"))}).status == 404
+    assert _gym(server, "/step", {**task, **_turn(_query("SELECT 1"))}, "0" * 32).status == 404
+    refused = _gym(server, "/reset", {k: v for k, v in task.items() if k != "expected"})
+    assert refused.status == 422 and "no gold" in refused.json["message"]
+
+
+@pytest.mark.integration
+def test_nemo_gym_s_gymnasium_agent_runs_episodes_whose_rewards_are_grade_s(server, eval_rows, prepared_sample,
+                                                                             sample_zip, tmp_path):
+    if not NEMO_GYM_PYTHON.is_file():
+        _unavailable("NeMo Gym is not installed: `make setup-nemo-gym` makes .venv-nemo-gym")
+    rows = eval_rows[:4]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(nemo_gym_row(r)) + "\n" for r in rows), encoding="utf-8")
+    done = subprocess.run([str(NEMO_GYM_PYTHON), str(ROOT / "tests" / "nemo_gym_gymnasium_runner.py"), server.url,
+                           server.token, str(tasks), str(tmp_path / "out.json")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    episodes = json.loads((tmp_path / "out.json").read_text())["episodes"]
+    answers = {"tools": lambda r: r.gold, "tags": lambda r: "SELECT 'no such answer'", "bare": lambda r: r.gold}
+    with load_bundle(sample_zip, tmp_path) as loaded:
+        finals = [answers[e["kind"]](r) for r in rows for e in episodes if e["row_id"] == r.id]
+        expected = grade_rows(loaded, [r for r in rows for _ in answers], finals)
+        episode = loaded.module("scoring.episode")
+        first_look = [episode.Episode({"expected": r.gold, "input": list(r.prompt)}, root=str(loaded.root)).explore(r.gold)
+                      for r in rows]
+    assert [e["reward"] for e in episodes] == [v.score for v in expected] and len(episodes) == 12
+    assert all(e["terminated"] for e in episodes) and {v.outcome for v in expected} == {"match", "mismatch"}
+    assert [e["tool_outputs"] for e in episodes if e["kind"] == "tools"] == [[t] for t in first_look]
+    assert all(e["observations"][0].startswith("<result>\n1 row\n1\n1\n") for e in episodes if e["kind"] == "tags")

@@ -74,7 +74,8 @@ def test_discovery_lists_the_splits_the_tool_and_the_tasks_without_their_gold(se
     rows = {s: read_split(prepared_sample / "data" / f"{s}.jsonl", s) for s in ("rl", "eval")}
     assert ors_request(server, "GET", "/splits").json == [{"name": "train", "type": "train"}, {"name": "eval", "type": "test"}]
     tools = ors_request(server, "GET", "/tools").json["tools"]
-    assert [t["name"] for t in tools] == ["submit"] and set(tools[0]) == {"name", "description", "input_schema"}
+    assert [t["name"] for t in tools] == ["query", "submit"]  # the sample's bundle has the multi-turn episode
+    assert all(set(t) == {"name", "description", "input_schema"} for t in tools)
     assert ors_request(server, "POST", "/num_tasks", {"split": "train"}).json == {"num_tasks": len(rows["rl"])}
     listed = ors_request(server, "POST", "/tasks", {"split": "eval"}).json
     assert [t["row_id"] for t in listed["tasks"]] == [r.id for r in rows["eval"]] and listed["env_name"] == "spider"
@@ -109,6 +110,7 @@ def test_a_wrong_answer_ends_with_zero_and_says_why(server):
 def test_a_tool_call_that_cannot_run_is_the_call_s_own_error_and_the_episode_goes_on(server, prepared_sample):
     sid = open_session(server, "train", 0)
     assert submit(server, sid, "SELECT 1", name="explore")["reason"] == "not_found"
+    assert submit(server, sid, None, name="query")["reason"] == "input_validation"
     assert submit(server, sid, None)["reason"] == "input_validation"
     row = read_split(prepared_sample / "data" / "rl.jsonl", "rl")[0]
     assert submit(server, sid, row.gold)["output"]["reward"] == 1.0  # still open after both
@@ -186,6 +188,45 @@ def _rewards_through_trl(server, split: str, answers: list[str], indices: list[i
     return rewards
 
 
+def _episode(loaded, row):
+    """The row's episode in this process, as the bundle's environment runs it."""
+    return loaded.module("scoring.episode").Episode({"input": list(row.prompt), "expected": row.gold, "row_id": row.id},
+                                                    root=str(loaded.root))
+
+
+QUERIES = ("SELECT * FROM sqlite_master", "SELECT nope", "DROP TABLE x",
+           "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c")
+
+
+def test_the_query_tool_shows_what_the_episode_shows_in_one_process_and_keeps_its_budgets(server, prepared_sample,
+                                                                                          sample_zip, tmp_path):
+    row = read_split(prepared_sample / "data" / "eval.jsonl", "eval")[2]
+    sid = open_session(server, "eval", 2)
+    with load_bundle(sample_zip, tmp_path) as loaded:
+        here = _episode(loaded, row)
+        expected = [here.explore(q) for q in QUERIES + (row.gold,) * 5]  # 9 calls: the 9th is refused
+    seen = []
+    for query in QUERIES + (row.gold,) * 5:
+        done = submit(server, sid, query, name="query")
+        assert done["ok"] and done["output"]["finished"] is False and done["output"]["reward"] is None
+        seen.append(done["output"]["blocks"][0]["text"])
+    assert seen == expected and seen[-1].startswith("no query run: this episode's 8 queries are used")
+    assert "over budget" in seen[3] and submit(server, sid, row.gold)["output"]["reward"] == 1.0
+    assert submit(server, sid, row.gold, name="query")["reason"] == "episode_finished"
+
+
+def test_concurrent_queries_of_one_episode_never_pass_its_budgets(server):
+    from concurrent.futures import ThreadPoolExecutor
+    sid = open_session(server, "eval", 0)
+    loop = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c"
+    with ThreadPoolExecutor(6) as pool:
+        done = list(pool.map(lambda _: submit(server, sid, loop, name="query"), range(12)))
+    texts = [d["output"]["blocks"][0]["text"] for d in done]
+    ran = [t for t in texts if t.startswith("over budget")]
+    assert len(ran) == 4 and all(t.startswith("no query run") for t in texts if t not in ran)  # 4 x 5M = the 20M
+    assert max(d["output"]["metadata"]["units"] for d in done) == 20_000_000
+
+
 @pytest.mark.integration
 def test_trl_s_open_reward_spec_scores_every_row_as_grade_does(server, prepared_sample, sample_zip, tmp_path, monkeypatch):
     require_modules("openreward", "trl", "datasets")
@@ -209,6 +250,8 @@ def test_trl_s_open_reward_spec_scores_every_row_as_grade_does(server, prepared_
             try:
                 prompt = env.reset(task_index=i)
                 assert str(rows[i].prompt[-1]["content"]) in prompt
+                if i % 2:  # a look at the data first: TRL binds the query tool too
+                    assert env.query(sql=rows[i].gold).split("\n")[0].endswith(("row", "rows", "shown)"))
                 env.submit(sql=answer)
                 rewards += spec.reward_funcs(environments=[env])
                 finished.append(env.finished)

@@ -42,11 +42,13 @@ from typing import Any
 
 from harness.common import tokens
 from harness.common.tokens import TokenCheck
-from harness.service import nemo_gym, openrlhf, ors
+from harness.service import gymnasium, nemo_gym, openrlhf, ors
+from harness.service import sessions as sessions_mod
 from harness.service.bundle import GradeError, ServedBundle, ServiceOutcome
 from harness.service.guard import Partial, Watchdog
 from harness.service.metrics import CONTENT_TYPE as METRICS_TYPE
 from harness.service.metrics import Metrics
+from harness.service.sessions import Sessions
 from harness.service.settings import ServiceSettings
 
 log = logging.getLogger("spider_grader.access")
@@ -56,7 +58,8 @@ REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 GRADE_PATHS = ("/", "/grade")
 BATCH_PATH = "/grade/batch"
-GRADING_PATHS = GRADE_PATHS + (BATCH_PATH, openrlhf.PATH, nemo_gym.VERIFY_PATH, "/call", f"/{ors.ENV_NAME}/call")
+GRADING_PATHS = GRADE_PATHS + (BATCH_PATH, openrlhf.PATH, nemo_gym.VERIFY_PATH, gymnasium.STEP_PATH, "/call",
+                                f"/{ors.ENV_NAME}/call")
 
 
 class HttpError(Exception):
@@ -205,8 +208,9 @@ class GraderApp:
     """The WSGI callable. Built once in the arbiter; each forked worker attaches its ``WorkerLink``."""
 
     def __init__(self, bundle: ServedBundle, settings: ServiceSettings, metrics: Metrics, auth: TokenCheck,
-                 environment: ors.Environment | None = None) -> None:
+                 environment: ors.Environment | None = None, sessions: Sessions | None = None) -> None:
         self.bundle = bundle
+        self.sessions = sessions if sessions is not None else (environment.sessions if environment else None)
         self.settings = settings
         self.metrics = metrics
         self.auth = auth
@@ -221,6 +225,8 @@ class GraderApp:
             nemo_gym.SEED_PATH: {"POST": self._post_nemo_gym_session},
             nemo_gym.CLOSE_PATH: {"POST": self._post_nemo_gym_session},
             nemo_gym.REVERIFY_PATH: {"GET": lambda environ, rid: (200, nemo_gym.REVERIFY_MODE)},
+            gymnasium.RESET_PATH: {"POST": self._post_gym_reset},
+            gymnasium.STEP_PATH: {"POST": self._post_gym_step},
             "/health": {"GET": self._get_health},
             "/readyz": {"GET": self._get_ready},
             "/livez": {"GET": lambda environ, rid: (200, {"status": "alive", "pid": os.getpid()})},
@@ -268,6 +274,8 @@ class GraderApp:
             headers.append(("Allow", ", ".join(self._routes.get(path, {}))))
         if status == 401:
             headers.append(("WWW-Authenticate", tokens.REALM))
+        if environ.get("spider.set_cookie"):
+            headers.append(("Set-Cookie", environ["spider.set_cookie"]))
         start_response(f"{status} {REASONS.get(status, 'Error')}", headers)
         return [body]
 
@@ -394,6 +402,50 @@ class GraderApp:
         session = body.get("resources_session_id") if isinstance(body, dict) else None
         return 200, ({"resources_session_id": session} if isinstance(session, str) else {})
 
+    def _gym_sessions(self, environ: dict) -> Sessions:
+        if self.sessions is None or self.bundle.episodes is None:
+            discard_body(environ)
+            raise request_error(404, "NoEpisodes", "this service keeps no episodes: its bundle has no multi-turn "
+                                "episode (bundle/scoring/episode.py; rebuild it with this harness)")
+        return self.sessions
+
+    def _post_gym_reset(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        """NeMo Gym's Gymnasium ``/reset`` (service.gymnasium): a new episode, named in a cookie."""
+        sessions = self._gym_sessions(environ)
+        body = parse_json(read_body(environ, self.settings.max_body_bytes))
+        try:
+            row = gymnasium.episode_row(body)
+        except nemo_gym.RequestShapeError as exc:
+            raise request_error(422, "InvalidNeMoGymRequest", str(exc)) from None
+        sid = sessions.new(row)
+        environ["spider.set_cookie"] = gymnasium.set_cookie(sid)
+        return 200, {"observation": None, "info": {"spider_episode": sid}}
+
+    def _post_gym_step(self, environ: dict, request_id: str) -> tuple[int, Any]:
+        """NeMo Gym's Gymnasium ``/step``: one model turn of the cookie's episode (service.gymnasium)."""
+        sessions = self._gym_sessions(environ)
+        body = parse_json(read_body(environ, self.settings.max_body_bytes))
+        if not isinstance(body, dict):
+            raise request_error(422, "InvalidNeMoGymRequest", "the body must be a JSON object: the row and the response")
+        sid = gymnasium.cookie_of(environ)
+        try:
+            row, finished = sessions.row(sid)
+        except ors.OrsError as exc:
+            raise request_error(404, "UnknownEpisode", f"{exc.detail} (the {gymnasium.COOKIE} cookie /reset set)") from None
+        assert sid is not None
+
+        def grade(envelope: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+            try:
+                result = self._grade_one(envelope)
+            except HttpError as exc:
+                self._count_error(exc.error)
+                return exc.error.body(), None
+            return result, self.bundle.shaped(result, envelope["output"])
+
+        return 200, gymnasium.step(body, row, finished, self.bundle.episodes.read_action,
+                                   lambda sql: self._explore(sessions, row, sid, sql),
+                                   lambda: sessions.finish(sid), grade)
+
     def _ors(self, environ: dict, request_id: str) -> tuple[int, Any]:
         """An Open Reward Standard request (service.ors): JSON or an event stream; errors with ``detail``."""
         route = ors.route(environ.get("spider.route", ""))
@@ -414,11 +466,30 @@ class GraderApp:
                 return exc.error.body(), None
             return result, self.bundle.shaped(result, envelope["output"])
 
+        environment = self.environment
+
+        def explore(row: dict[str, Any], sid: str, sql: Any) -> tuple[str | None, dict[str, Any]]:
+            return self._explore(environment.sessions, row, sid, sql)
+
         try:
-            return 200, self.environment.answer(route, body, environ.get(ors.SESSION_HEADER), grade)
+            return 200, environment.answer(route, body, environ.get(ors.SESSION_HEADER), grade, explore)
         except ors.OrsError as exc:
             self._count_error(GradeError(exc.status, exc.error, "request_error", exc.detail))
             return exc.status, exc.body()
+
+    def _explore(self, sessions: Sessions, row: dict[str, Any], sid: str, sql: Any) -> tuple[str | None, dict[str, Any]]:
+        """One exploration query of a multi-turn episode (service.sessions.explore): what the model is
+        shown, or None and the error body when the bundle cannot explore the row (then unscored)."""
+        self.link.notify()
+        try:
+            return sessions_mod.explore(sessions, sid, self.bundle.episodes, self.bundle.limits(), row, sql,
+                                        self.bundle.root), {}
+        except Exception as exc:
+            error = self.bundle.classify(exc)
+            if error is None:
+                raise
+            self._count_error(error)
+            return None, error.body()
 
     def _check_batch_size(self, size: int) -> None:
         if size > self.settings.max_batch_items:

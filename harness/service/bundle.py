@@ -55,6 +55,9 @@ class ServedBundle:
         self.root = str(loaded.root)
         self._grade = loaded.function("grader:grade")
         self._index_module = loaded.module("scoring.index")
+        self._entry_module = loaded.module("scoring.entry")
+        # the multi-turn episode (bundle/scoring/episode.py); a bundle built before it has none
+        self.episodes: Any = loaded.module("scoring.episode") if (loaded.root / "scoring" / "episode.py").is_file() else None
         self.outcomes: tuple[str, ...] = tuple(getattr(loaded.module("verify"), "OUTCOMES", ()))
         self.data: dict[str, Any] | None = None  # set by check_data: what /health reports
         self._reward_shape: Any = None  # the index's reward shape (None: binary), set by check_data
@@ -107,6 +110,10 @@ class ServedBundle:
         """row id -> db_id, from the bundle's index (hints for the rows the service is sent)."""
         index = self._index_module.load(os.path.realpath(self.root))
         return {row_id: str(row["db_id"]) for row_id, row in index.rows_by_id.items() if row.get("db_id")}
+
+    def limits(self) -> Any:
+        """The bundle's limits in this process (its defaults, SPIDER_SCORING_* overrides)."""
+        return self._entry_module.current_limits()
 
     def shaped(self, result: dict[str, Any], completion: str) -> float:
         """What the bundle's reward shape pays for a grader answer (its score under ``binary``)."""

@@ -1,4 +1,4 @@
-"""The Open Reward Standard (ORS): the rl and eval splits as an environment whose one tool is ``submit``.
+"""The Open Reward Standard (ORS): the rl and eval splits as an environment whose tools are ``query`` and ``submit``.
 
 An ORS client (PyPI ``openreward``; TRL's ``trl.experimental.openreward.OpenRewardSpec``) lists the
 tasks of a split, opens a session on one (``/create_session``, then ``/create`` with the split and
@@ -8,14 +8,17 @@ reward. Here the environment is ``spider``:
 * splits ``train`` (the rl split's rows; ``rl`` is the same) and ``eval``; a task is
   ``{"row_id", "split", "db_id"}``: never the gold;
 * the prompt is the row's own messages (system and user) as one text block;
-* one tool, ``submit(sql)``: the answer is graded as ``/grade`` grades it and the episode ends
+* with a bundle that has the multi-turn episode (``bundle/scoring/episode.py``, docs/multi-turn.md),
+  a tool ``query(sql)`` that runs one read-only query on the row's database and shows its first rows
+  (``finished`` false, no reward; the budgets of an episode kept in its session);
+* ``submit(sql)``: the answer is graded as ``/grade`` grades it and the episode ends
   with the bundle's reward shape's value for the grader's outcome; its text block says the outcome
   and why, ``metadata`` holds ``outcome``, ``match`` (1.0 or 0.0), ``explanation`` and ``sql``. A
   row the bundle cannot score ends the episode with ``reward`` null and the reason in ``metadata``
   (``unscored``, ``message``): never a score.
 
 Sessions outlive a request and the service's workers are processes, so a session is a row of a
-small SQLite file the arbiter makes before forking (``Sessions``), read by every worker; a submit
+small SQLite file the arbiter makes before forking (``harness.service.sessions``), read by every worker; a submit
 marks it finished in one statement, so two racing submits give one reward. Sessions older than a
 day, and past ``MAX_SESSIONS`` the oldest, are dropped.
 
@@ -34,22 +37,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import secrets
-import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
 from harness.common.errors import InputError
 from harness.common.rows import SplitRow, read_split
 from harness.service import openrlhf
+from harness.service.sessions import OrsError, Sessions
 
 ENV_NAME = "spider"
 SPLITS = {"train": "rl", "rl": "rl", "eval": "eval"}  # ORS split name -> the prepared split
 LISTED_SPLITS = [{"name": "train", "type": "train"}, {"name": "eval", "type": "test"}]
 SESSION_HEADER = "HTTP_X_SESSION_ID"
-MAX_SESSIONS = 100_000
-SESSION_TTL_S = 24 * 3600.0  # a session's life: housekeeping only, never a verdict
 SUBMIT = {
     "name": "submit",
     "description": "Submit your final SQLite query for the question. It is run on the database and compared "
@@ -58,22 +57,16 @@ SUBMIT = {
                      "properties": {"sql": {"type": "string", "description": "one SQLite SELECT statement"}},
                      "required": ["sql"]},
 }
+QUERY = {
+    "name": "query",
+    "description": "Run one read-only SQLite query on the question's database and see how many rows it gives, its "
+                   "columns and its first rows (a few calls an episode). It does not end the episode.",
+    "input_schema": SUBMIT["input_schema"],
+}
 STREAM_TYPE = "text/event-stream"
 # The paths of the environment, with or without the environment's name in front (/spider/tools).
 PATHS = ("/create_session", "/create", "/delete", "/delete_session", "/ping", "/list_environments", "/splits",
          "/tools", "/task_tools", "/num_tasks", "/task", "/tasks", "/prompt", "/call")
-
-
-class OrsError(Exception):
-    """A request ORS answers with an HTTP error: status and ``detail``."""
-
-    def __init__(self, status: int, error: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.error, self.detail = status, error, detail
-
-    def body(self) -> dict[str, Any]:
-        return {"detail": self.detail, "error": self.error, "outcome": "request_error", "message": self.detail,
-                "status": self.status}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,67 +132,10 @@ class Tasks:
         return [{"type": "text", "text": "\n\n".join(str(m.get("content", "")) for m in row.prompt)}]
 
 
-class Sessions:
-    """Open sessions, shared by the service's worker processes through one SQLite file."""
-
-    def __init__(self, folder: str | os.PathLike) -> None:
-        self.path = str(Path(folder) / "sessions.sqlite")
-        self._pid = -1
-        self._conn: sqlite3.Connection | None = None
-        with self._connect() as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS sessions (sid TEXT PRIMARY KEY, split TEXT, idx INTEGER, "
-                         "finished INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL)")
-        self._close()  # the arbiter forks after this: each worker opens its own connection
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():
-            self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._pid = os.getpid()
-        return self._conn
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        self._conn = None
-
-    def new(self) -> str:
-        sid = secrets.token_hex(16)
-        conn = self._connect()
-        now = time.time()
-        conn.execute("DELETE FROM sessions WHERE created < ?", (now - SESSION_TTL_S,))
-        conn.execute("DELETE FROM sessions WHERE sid IN (SELECT sid FROM sessions ORDER BY created DESC LIMIT -1 OFFSET ?)",
-                     (MAX_SESSIONS - 1,))
-        conn.execute("INSERT INTO sessions (sid, created) VALUES (?, ?)", (sid, now))
-        return sid
-
-    def get(self, sid: Any) -> tuple[str | None, int | None, bool]:
-        """(split, index, finished) of an open session; OrsError 404 when there is none."""
-        found = self._connect().execute("SELECT split, idx, finished FROM sessions WHERE sid = ?",
-                                        (str(sid),)).fetchone() if isinstance(sid, str) and sid else None
-        if found is None:
-            raise OrsError(404, "UnknownSession", "no open session with this X-Session-ID: /create_session first "
-                           "(a session is dropped by /delete or after a day)")
-        return found[0], found[1], bool(found[2])
-
-    def bind(self, sid: str, split: str, index: int) -> None:
-        self.get(sid)
-        self._connect().execute("UPDATE sessions SET split = ?, idx = ?, finished = 0 WHERE sid = ?", (split, index, sid))
-
-    def finish(self, sid: str) -> bool:
-        """Mark the episode over; False when it already was (a second submit gets no reward)."""
-        return self._connect().execute("UPDATE sessions SET finished = 1 WHERE sid = ? AND finished = 0",
-                                       (sid,)).rowcount == 1
-
-    def delete(self, sid: Any) -> None:
-        if isinstance(sid, str):
-            self._connect().execute("DELETE FROM sessions WHERE sid = ?", (sid,))
-
-
-def tool_result(text: str, reward: float | None, metadata: dict[str, Any]) -> dict[str, Any]:
-    """The end event's JSON of a tool call that ran: the episode is over."""
+def tool_result(text: str, reward: float | None, metadata: dict[str, Any], finished: bool = True) -> dict[str, Any]:
+    """The end event's JSON of a tool call that ran (``finished``: the episode is over)."""
     return {"ok": True, "output": {"blocks": [{"type": "text", "text": text, "detail": None}], "metadata": metadata,
-                                   "reward": reward, "finished": True}}
+                                   "reward": reward, "finished": finished}}
 
 
 def tool_refused(reason: str, message: str) -> dict[str, Any]:
@@ -228,13 +164,16 @@ def stream_of(sid: str, payload: dict[str, Any]) -> Stream:
 class Environment:
     """The ``spider`` environment's answers, route by route (the application reads the request)."""
 
-    def __init__(self, tasks: Tasks, sessions: Sessions) -> None:
+    def __init__(self, tasks: Tasks, sessions: Sessions, multi_turn: bool = False) -> None:
         self.tasks, self.sessions = tasks, sessions
+        self.tools = [QUERY, SUBMIT] if multi_turn else [SUBMIT]  # query: the bundle's multi-turn episode
 
-    def answer(self, path: str, body: Any, sid: Any, grade: Any) -> Any:
+    def answer(self, path: str, body: Any, sid: Any, grade: Any, explore: Any = None) -> Any:
         """The payload for one request: a JSON value or a ``Stream``; OrsError for an HTTP error.
 
-        ``grade(envelope) -> (grader answer or error body, reward or None)``.
+        ``grade(envelope) -> (grader answer or error body, reward or None)``; ``explore(row, sid, sql)
+        -> (what the model is shown, or None and the grader's error body when the row cannot be
+        explored)``, for the ``query`` tool.
         """
         body = body if isinstance(body, dict) else {}
         if path == "/create_session":
@@ -251,7 +190,7 @@ class Environment:
         if path == "/splits":
             return [s for s in LISTED_SPLITS if SPLITS[s["name"]] in self.tasks.rows]
         if path in ("/tools", "/task_tools"):
-            return {"tools": [SUBMIT]}
+            return {"tools": self.tools}
         if path == "/num_tasks":
             return {"num_tasks": len(self.tasks.split(body.get("split")))}
         if path == "/task":
@@ -265,7 +204,7 @@ class Environment:
         if path == "/prompt":
             return self.tasks.prompt(self._row(sid))
         if path == "/call":
-            return self._call(body, sid, grade)
+            return self._call(body, sid, grade, explore)
         raise OrsError(404, "NotFound", f"no ORS route {path[:60]!r}")
 
     def _task_of(self, body: dict[str, Any]) -> tuple[str, int]:
@@ -286,17 +225,26 @@ class Environment:
             raise OrsError(400, "NoTask", "the session has no task yet: /create it with a split and an index")
         return self.tasks.row(split, index)
 
-    def _call(self, body: dict[str, Any], sid: Any, grade: Any) -> Stream:
+    def _call(self, body: dict[str, Any], sid: Any, grade: Any, explore: Any) -> Stream:
         row = self._row(sid)
         name, args = body.get("name"), body.get("input")
-        if name != SUBMIT["name"]:
-            return stream_of(sid, tool_refused("not_found", f"no tool {str(name)[:40]!r}: the one tool is submit"))
+        names = [str(t["name"]) for t in self.tools]
+        if name not in names:
+            return stream_of(sid, tool_refused("not_found", f"no tool {str(name)[:40]!r}: the tools are {', '.join(names)}"))
         if not isinstance(args, dict) or not isinstance(args.get("sql"), str):
-            return stream_of(sid, tool_refused("input_validation", "submit takes {\"sql\": \"<one SQLite query>\"}"))
-        if not self.sessions.finish(sid):
-            return stream_of(sid, tool_refused("episode_finished", "the episode is over: one submit a session"))
+            return stream_of(sid, tool_refused("input_validation", f"{name} takes {{\"sql\": \"<one SQLite query>\"}}"))
         envelope = {"input": list(row.prompt), "output": args["sql"], "expected": row.gold, "row_id": row.id}
         if row.id in self.tasks.db_ids:
             envelope["db_id"] = self.tasks.db_ids[row.id]
+        if name == QUERY["name"]:
+            if self.sessions.get(sid)[2]:
+                return stream_of(sid, tool_refused("episode_finished", "the episode is over: an answer was submitted"))
+            shown, error = explore({k: v for k, v in envelope.items() if k != "output"}, sid, args["sql"])
+            if shown is None and self.sessions.finish(sid):  # the row cannot be explored: unscored, over
+                return stream_of(sid, graded(error, None))
+            calls, steps, _finished = self.sessions.progress(sid)
+            return stream_of(sid, tool_result(shown or "", None, {"queries": calls, "units": steps}, finished=False))
+        if not self.sessions.finish(sid):
+            return stream_of(sid, tool_refused("episode_finished", "the episode is over: one submit a session"))
         result, reward = grade(envelope)
         return stream_of(sid, graded(result, reward))

@@ -44,7 +44,8 @@ from harness.service.app import GraderApp, WorkerLink
 from harness.service.bundle import ServedBundle, require_zip
 from harness.service.guard import Watchdog
 from harness.service.metrics import Metrics  # it imports prometheus_client only once Metrics.create set the mode
-from harness.service.ors import Environment, Sessions, Tasks
+from harness.service.ors import Environment, Tasks
+from harness.service.sessions import Sessions
 from harness.service.settings import ServiceSettings
 
 log = logging.getLogger("spider_grader.server")
@@ -222,12 +223,13 @@ def serve(args: argparse.Namespace) -> int:
         data = bundle.health()
         metrics.describe_bundle(bundle.sha256, data.get("sqlite_version_runtime", ""),
                                 data.get("sqlite_version_built", ""))
+        # The episodes (ORS sessions, NeMo Gym's Gymnasium episodes) in one file the workers share.
+        sessions = Sessions(tempfile.mkdtemp(prefix="spider-grader-sessions-", dir=args.workdir))
         environment = None
         if args.tasks is not None:
-            tasks = Tasks(args.tasks, bundle.row_databases())
-            sessions_dir = tempfile.mkdtemp(prefix="spider-grader-sessions-", dir=args.workdir)
-            environment = Environment(tasks, Sessions(sessions_dir))
-        app = GraderApp(bundle, settings, metrics, TokenCheck(token), environment)
+            environment = Environment(Tasks(args.tasks, bundle.row_databases()), sessions,
+                                      multi_turn=bundle.episodes is not None)
+        app = GraderApp(bundle, settings, metrics, TokenCheck(token), environment, sessions)
         log.info("bundle loaded and checked", extra={"event": "bundle_checked", **data})
         options = gunicorn_options(app, args.bind or ["127.0.0.1:8000"], args.worker_tmp_dir)
         _gunicorn_application()(app, options).run()
