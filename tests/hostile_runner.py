@@ -1,6 +1,10 @@
 """Run the hostile suite against a staged bundle, in a process of its own, and report as JSON.
 
-Usage: python hostile_runner.py BUNDLE_ROOT SCRATCH_DIR OUT_JSON
+Usage: python hostile_runner.py BUNDLE_ROOT SCRATCH_DIR OUT_JSON [explore]
+
+With ``explore``, each case goes through the multi-turn environment's exploration tool instead
+(``scoring.episode``: one episode a case, the case's text as the tool's query); the outcome is read
+from what the tool shows, and ``steps`` is what the episode counted.
 
 The bundle is imported as a package, the way the trainer does. The process runs with a private
 TMPDIR, HOME and working directory (set by the caller), so any file SQLite or Python might create
@@ -80,13 +84,26 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def main(root: str, scratch: str, out: str) -> None:
+SHOWN = (("error: no SQL query found", "no_query"), ("error:", "prediction_error"), ("forbidden:", "forbidden"),
+         ("over budget:", "prediction_over_budget"), ("over cap:", "prediction_over_cap"))
+
+
+def explored(episode_module, root: Path, gold: str, text: str) -> tuple[str, float | None, int, str]:
+    """One case through the exploration tool: (outcome as shown, no score, units counted, the text shown)."""
+    ep = episode_module.Episode({"ground_truth": gold, "db_id": "pets_club"}, root=str(root))
+    shown = ep.explore(text)
+    outcome = next((name for prefix, name in SHOWN if shown.startswith(prefix)), "mismatch")  # rows shown
+    return outcome, None, ep.steps, shown
+
+
+def main(root: str, scratch: str, out: str, mode: str = "verdict") -> None:
     root_path = Path(root)
     sys.path.insert(0, str(root_path.parent))
     package = root_path.name
     reward = importlib.import_module(f"{package}.reward")
     grader = importlib.import_module(f"{package}.grader")
     verify = importlib.import_module(f"{package}.verify")
+    episode_module = importlib.import_module(f"{package}.scoring.episode")
     db = root_path / "data" / "databases" / "pets_club.sqlite"
     gold = "SELECT count(*) FROM Owner"
     databases = sorted((root_path / "data" / "databases").glob("*.sqlite"))
@@ -101,7 +118,10 @@ def main(root: str, scratch: str, out: str) -> None:
         watcher = OpenFileWatcher(allowed)
         watcher.start()
         started, cpu = time.monotonic(), time.thread_time()
-        if case.is_sql:
+        steps, shown = None, None
+        if mode == "explore":
+            outcome, score, steps, shown = explored(episode_module, root_path, gold, case.text)
+        elif case.is_sql:
             verdict = verify.verify(case.text, gold, str(db), is_sql=True)
             outcome, score = verdict.outcome, verdict.score
         else:  # the grader's path is compute_score's, with the outcome kept
@@ -117,10 +137,11 @@ def main(root: str, scratch: str, out: str) -> None:
             "changed_databases": sorted(k for k, v in digests(databases).items() if before_digests[k] != v),
             "opened_files": sorted(watcher.seen),
             "max_rss_mb": peak_rss_mb(),  # the peak so far
+            "steps": steps, "shown_chars": None if shown is None else len(shown),
         })
     report = {"cases": results, "max_rss_mb": peak_rss_mb()}
     Path(out).write_text(json.dumps(report, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

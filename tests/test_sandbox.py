@@ -28,8 +28,7 @@ HERE = Path(__file__).resolve().parent
 CASE_IDS = [c.id for c in hostile.load_cases("t", "/scratch")]
 
 
-@pytest.fixture(scope="module")
-def suite_report(sample_bundle, tmp_path_factory):
+def _run_suite(sample_bundle, tmp_path_factory, *mode: str) -> dict:
     work = tmp_path_factory.mktemp("hostile")
     for name in ("tmp", "home", "cwd", "scratch"):
         (work / name).mkdir()
@@ -37,9 +36,20 @@ def suite_report(sample_bundle, tmp_path_factory):
     env = dict(os.environ, TMPDIR=str(work / "tmp"), SQLITE_TMPDIR=str(work / "tmp"), HOME=str(work / "home"),
                TRAINER_BUNDLE_ROOT=str(sample_bundle), PYTHONDONTWRITEBYTECODE="1")
     subprocess.run([sys.executable, str(HERE / "hostile_runner.py"), str(sample_bundle), str(work / "scratch"),
-                    str(out)], env=env, cwd=work / "cwd", check=True, timeout=3600)  # a guard against a hang only
+                    str(out), *mode], env=env, cwd=work / "cwd", check=True, timeout=3600)  # a guard against a hang only
     report = json.loads(out.read_text())
     return {case["id"]: case for case in report["cases"]} | {"_max_rss_mb": report["max_rss_mb"]}
+
+
+@pytest.fixture(scope="module")
+def suite_report(sample_bundle, tmp_path_factory):
+    return _run_suite(sample_bundle, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def explore_report(sample_bundle, tmp_path_factory):
+    """The suite through the multi-turn environment's exploration tool (bundle/scoring/episode.py)."""
+    return _run_suite(sample_bundle, tmp_path_factory, "explore")
 
 
 @pytest.mark.slow
@@ -52,6 +62,26 @@ def test_hostile_case(suite_report, case_id):
     assert case["changed_databases"] == [], case
     assert case["new_files"] == [], case
     assert case["opened_files"] == [], case
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_id", CASE_IDS)
+def test_hostile_case_through_the_exploration_tool(explore_report, case_id):
+    """What the tool shows is what the verdict would be, or over the tool's smaller budget; every call
+    within its budget and its text's cap, nothing written, nothing but the database opened."""
+    case = explore_report[case_id]
+    allowed = {*case["allowed_outcomes"], "prediction_over_budget"}  # the tool's budget is a quarter of a prediction's
+    not_read = {"no_query", "prediction_over_cap"}  # a text too long to read, whether a completion or a query
+    assert case["outcome"] in (allowed | not_read if allowed & not_read else allowed), case
+    assert case["steps"] <= DEFAULT_LIMITS.explore_steps, case
+    assert case["shown_chars"] <= DEFAULT_LIMITS.explore_chars + 200, case  # the text and the budget's line
+    assert case["cpu_seconds"] <= case["guard_cpu_seconds"], case
+    assert case["changed_databases"] == [] and case["new_files"] == [] and case["opened_files"] == [], case
+
+
+@pytest.mark.slow
+def test_the_exploration_tool_s_memory_stays_bounded(explore_report):
+    assert explore_report["_max_rss_mb"] < 512
 
 
 @pytest.mark.slow

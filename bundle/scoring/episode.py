@@ -117,6 +117,8 @@ class Episode:
         if not isinstance(text, str):
             return "error: pass the query as a string", 0
         found = sql_extract.extract(text, limits.max_completion_chars)
+        if found.too_long:
+            return f"over cap: the text is longer than {limits.max_completion_chars:,} characters: it is not read", 0
         if not found.sql:
             return "error: no SQL query found", 0
         path = self.resolved.path
