@@ -51,7 +51,7 @@ BUNDLE_SOURCES := $(wildcard bundle/*.py bundle/*/*.py)
 PREPARE_SOURCES := $(wildcard harness/prepare/*.py harness/prepare/neighbours/*.py harness/common/*.py harness/audit/*.py harness/audit/nearmiss/*.py) fixtures/disputed-golds.json
 NO_SPIDER := Spider's databases are not given: download Spider (https://yale-lily.github.io/spider, spider.zip), unzip it and pass its database folder, e.g. make bundle SPIDER_DATABASES=~/spider/database; or use the embedded sample: make sample-bundle
 
-.PHONY: FORCE help setup setup-integration setup-ray setup-verifiers setup-nemo-gym setup-openrlhf bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
+.PHONY: FORCE help setup setup-integration setup-ray setup-verifiers setup-nemo-gym setup-openrlhf setup-skyrl bench-ray demo test test-fast bench clean docker-engine docker-base pipeline submit grade report bundle sample-bundle pack audit image verify hooks check-cpu test-grader service-image proxy-image serve loadtest docs lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' \
@@ -106,6 +106,17 @@ OPENRLHF_DIR := .venv-openrlhf
 $(OPENRLHF_DIR)/.installed: $(VENV)/.integration
 	$(PY) -m pip install -q --no-deps --target $(OPENRLHF_DIR) 'openrlhf==0.11.2' 'pylatexenc==2.10'
 	touch $@
+
+# skyrl-gym (SkyRL's environments; pandas, numpy, omegaconf: about 200 MB) in a venv of its own, for the
+# multi-turn environment's SkyRL test.
+SKYRL_VENV := .venv-skyrl
+$(SKYRL_VENV)/.installed:
+	$(PYTHON) -m venv $(SKYRL_VENV)
+	$(SKYRL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(SKYRL_VENV)/bin/python -m pip install -q 'skyrl-gym==0.4.0'
+	touch $@
+
+setup-skyrl: $(SKYRL_VENV)/.installed ## make .venv-skyrl with skyrl-gym 0.4.0, for the SkyRL environment's test
 
 setup-openrlhf: $(OPENRLHF_DIR)/.installed ## OpenRLHF 0.11.2's code (no dependencies) in .venv-openrlhf, for its agent's test
 

@@ -22,6 +22,7 @@ from conftest import _unavailable, require_modules
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 HERE = Path(__file__).resolve().parent
 OPENRLHF_DIR = HERE.parent / ".venv-openrlhf"
+SKYRL_PYTHON = HERE.parent / ".venv-skyrl" / "bin" / "python"
 
 
 def test_grpo_with_the_environment_pays_each_answer_what_the_reward_pays(sample_zip, exported_rl, tmp_path):
@@ -58,3 +59,33 @@ def test_openrlhf_s_executor_pays_each_answer_what_the_reward_pays(sample_zip, p
     assert [e["reward"] for e in episodes[:4]] == [1.0, 0.0, 0.0, 0.0]  # the gold, a near miss, a wrong answer, none
     assert [e["turns"] for e in episodes[:4]] == [2, 2, 1, 9]  # 8 queries allowed: the ninth is its (empty) answer
     assert "<|im_start|>user\n<result>\n" in episodes[0]["observation"] and "(queries left: 7 of 8;" in episodes[0]["observation"]
+
+
+def test_skyrl_gym_s_make_and_step_pay_each_answer_what_the_reward_pays(sample_zip, exported_rl, tmp_path):
+    if not SKYRL_PYTHON.is_file():
+        _unavailable("skyrl-gym is not installed: `make setup-skyrl` makes .venv-skyrl")
+    from bundle import reward
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(exported_rl["trl"].read_text().splitlines(keepends=True)[:4]))
+    out = tmp_path / "report.json"
+    done = subprocess.run([str(SKYRL_PYTHON), str(HERE / "skyrl_runner.py"), str(sample_zip), str(rows), str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert ".venv-skyrl" in report["skyrl_gym"]
+    finals = {"look then gold": lambda g: g, "look then wrong": lambda g: "SELECT 'no such answer'",
+              "bare wrong": lambda g: "SELECT 'no such answer'", "looks only": lambda g: ""}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRAINER_BUNDLE_ROOT", str(tmp_path / "unpacked"))
+        import zipfile
+        with zipfile.ZipFile(sample_zip) as z:
+            z.extractall(tmp_path / "unpacked")
+        for e in report["episodes"]:
+            *looks, last = e["steps"]
+            assert last["done"] and all(not s["done"] and s["reward"] == 0.0 for s in looks), e
+            paid = reward.compute_score(solution_str=finals[e["kind"]](e["gold"]), ground_truth=e["gold"],
+                                        extra_info={"db_id": e["db_id"]})
+            assert last["reward"] == paid, e
+    kinds = [(e["kind"], len(e["steps"]), e["steps"][-1]["reward"]) for e in report["episodes"][:4]]
+    assert kinds == [("look then gold", 2, 1.0), ("look then wrong", 2, 0.0), ("bare wrong", 1, 0.0), ("looks only", 5, 0.0)]
+    assert report["episodes"][0]["steps"][0]["observations"][0]["content"].startswith("<result>\n")

@@ -70,6 +70,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "search/disk.py",
     "search/edits.py",
     "search/folder.py",
+    "skyrl_env.py",
     "sql/__init__.py",
     "sql/compare.py",
     "sql/connection.py",
