@@ -170,3 +170,24 @@ def test_the_rows_of_the_sample_episode_in_their_own_databases(bundle_env):
     for row in sample_rows("validation")[:5]:
         ep = scoring_episode.Episode({"ground_truth": row["query"], "db_id": row["db_id"]})
         assert ep.db_id == row["db_id"] and ep.submit(row["query"]).value == 1.0
+
+
+def test_prepare_writes_the_rl_prompts_in_the_multi_turn_form_and_the_rest_as_before(prepared_sample, tmp_path):
+    from harness.cli import main
+    out = tmp_path / "out"
+    assert main(["prepare", "--sample", "--multi-turn", "tags", "--output", str(out)]) == 0
+    rl = [json.loads(line) for line in (out / "data" / "rl.jsonl").read_text().splitlines()]
+    before = [json.loads(line) for line in (prepared_sample / "data" / "rl.jsonl").read_text().splitlines()]
+    assert [r["messages"][1:] for r in rl] == [r["messages"][1:] for r in before]  # the question and the gold
+    for mine, theirs in zip(rl, before):
+        lines, old = mine["messages"][0]["content"].split("\n"), theirs["messages"][0]["content"].split("\n")
+        assert lines[1] == scoring_episode.TAG_INSTRUCTIONS and lines[0] == old[0] and lines[2:] == old[2:]
+    for split in ("train", "eval"):
+        assert (out / "data" / f"{split}.jsonl").read_bytes() == (prepared_sample / "data" / f"{split}.jsonl").read_bytes()
+    summary = json.loads((out / "prepare-summary.json").read_text())
+    assert summary["multi_turn"] == {"splits": ["rl"], "form": "tags"}
+    row = rl[0]
+    episode = scoring_episode.Episode({"prompt": row["messages"][:-1], "ground_truth": row["messages"][-1]["content"]},
+                                      root=str(out / "bundle"))
+    assert episode.explore(row["messages"][-1]["content"]).split("\n")[0].endswith(("row", "rows", "shown)"))
+    assert episode.submit(row["messages"][-1]["content"]).value == 1.0

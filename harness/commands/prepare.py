@@ -122,6 +122,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "into DATA/cache/search, where `grade` reads them (docs/grading.md)")
     add("--drop-hackable", action="store_true",
         help="leave out of rl.jsonl the rows the audit finds hackable (named in the summary)")
+    add("--multi-turn", choices=("tools", "tags"), default=None, metavar="FORM",
+        help="write the rl split's prompts for the multi-turn environment (docs/multi-turn.md): `tools` (the model "
+             "calls query and submit: TRL, the Open Reward Standard, NeMo Gym's tool calls) or `tags` (it writes "
+             "<query> and <answer>: OpenRLHF, SkyRL, NeMo Gym's Gymnasium text); default: one-shot prompts")
     add("--reward-shape", choices=tuple(reward_shapes.PRESETS), default=reward_shapes.DEFAULT, metavar="NAME",
         help="what the reward pays per outcome, a published shape: " + ", ".join(reward_shapes.PRESETS)
              + " (default %(default)s; the grader stays binary; docs/reward-shapes.md)")
@@ -254,7 +258,8 @@ def run(args: argparse.Namespace) -> int:
         # golds and the draw share every set (harness.prepare.search_prebuild.working).
         with search_prebuild.working(base, keep=not args.no_search_prebuild) as folder:
             summary = job.prepare(source, rules, _sizes(args), args.output, origin=origin, neighbours=_plan(args),
-                                  review=_review(args, say), reward_shape=shape, say=say)
+                                  review=_review(args, say), reward_shape=shape, say=say,
+                                  multi_turn=args.multi_turn)
             if not args.no_search_prebuild:
                 say(search_prebuild.describe(_prebuild(args.output, args.workers or None, say, folder)))
     print(prepare_summary.render(summary))

@@ -40,14 +40,20 @@ GRPO_MAX_TOKENS = 384
 GRPO_COMPLETION_TOKENS = 64
 
 
-def system_prompt(schema: Sequence[str]) -> str:
-    return "\n".join((*INSTRUCTIONS, *schema))
+def system_prompt(schema: Sequence[str], instructions: Sequence[str] = INSTRUCTIONS) -> str:
+    return "\n".join((*instructions, *schema))
 
 
-def chat_row(schema: Sequence[str], question: str, gold: str) -> dict:
+def multi_turn_instructions(how: str) -> tuple[str, ...]:
+    """The instruction lines of a multi-turn prompt: the first line, then how to look at the data and
+    answer (``how``: the bundle's ``scoring.episode`` TOOL_INSTRUCTIONS or TAG_INSTRUCTIONS)."""
+    return (INSTRUCTIONS[0], how)
+
+
+def chat_row(schema: Sequence[str], question: str, gold: str, instructions: Sequence[str] = INSTRUCTIONS) -> dict:
     """One JSONL row. The gold is kept verbatim: it is the text the bundle's index stores."""
     return {"messages": [
-        {"role": "system", "content": system_prompt(schema)},
+        {"role": "system", "content": system_prompt(schema, instructions)},
         {"role": "user", "content": question},
         {"role": "assistant", "content": gold},
     ]}

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import bundle as bundle_package
 from bundle.contract import shapes as reward_shapes
+from bundle.scoring import episode as scoring_episode
 from harness.common import prompts
 from harness.common.errors import InputError, OutputError
 from harness.common.files import atomic_write_bytes
@@ -111,7 +112,7 @@ class Review:
 def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Path, *,
             origin: str = DEFAULT_API_URL, neighbours: NeighbourPlan = NeighbourPlan(),
             say: Callable[[str], None] = lambda line: None, review: Reviewer | None = None,
-            reward_shape: reward_shapes.Shape | None = None) -> dict:
+            reward_shape: reward_shapes.Shape | None = None, multi_turn: str | None = None) -> dict:
     """Select the splits, write them and the staged bundle under ``out``; return the summary.
 
     ``review``: called on the staged bundle before the splits are written; where the separation
@@ -119,6 +120,7 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
     rows the last names are left out (the bundle staged again without them, the neighbour
     databases kept as built).
     ``reward_shape``: what the bundle's reward pays per outcome (bundle.contract.shapes; default binary).
+    ``multi_turn``: the rl split's prompts in the multi-turn form, ``tools`` or ``tags`` (MULTI_TURN).
     """
     selection = splits.select(source.rows(API_SPLITS["train"]), source.rows(API_SPLITS["eval"]),
                               sizes, rules)
@@ -138,13 +140,16 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
                 selection = dataclasses.replace(selection, rl=[r for i, r in enumerate(selection.rl)
                                                                if i not in reviewed.drop_rl])
                 index, built = restage(stage, selection, rules, built, neighbours, reward_shape)
-        rows = {name: [_chat(rules.catalog, row) for row in selection.split(name)] for name in splits.SPLITS}
+        rows = {name: [_chat(rules.catalog, row, multi_turn if name == "rl" else None) for row in selection.split(name)]
+                for name in splits.SPLITS}
         for name in splits.SPLITS:
             atomic_write_bytes(out / "data" / f"{name}.jsonl", prompts.jsonl_bytes(rows[name]))
         summary = prepare_summary.build(selection, sizes, rules, rows, index,
                                         fetch=source.stats.as_dict(), origin=origin,
                                         neighbours=prepare_summary.neighbours(built, index, neighbours.splits),
                                         audit=reviewed.section if reviewed is not None else None)
+        if multi_turn is not None:
+            summary["multi_turn"] = {"splits": ["rl"], "form": multi_turn}
         atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
     except OSError as exc:  # every input was read above: this is the output folder
         raise OutputError(f"cannot write the outputs under {out} ({exc}): give --output a writable folder") from None
@@ -236,8 +241,15 @@ def attach_neighbours(dest: Path, index: dict, built: dict[str, distil.Distilled
     atomic_write_bytes(dest / "data" / "index.json", bundle_data.dumps_canonical(index))
 
 
-def _chat(catalog: splits.Catalog, row: splits.SourceRow) -> dict:
-    return prompts.chat_row(catalog.schema(row.db_id), row.question, row.gold)
+# The multi-turn prompts (docs/multi-turn.md): the model calls tools, or writes tags in its text.
+MULTI_TURN = {"tools": scoring_episode.TOOL_INSTRUCTIONS, "tags": scoring_episode.TAG_INSTRUCTIONS}
+
+
+def _chat(catalog: splits.Catalog, row: splits.SourceRow, multi_turn: str | None = None) -> dict:
+    if multi_turn is None:
+        return prompts.chat_row(catalog.schema(row.db_id), row.question, row.gold)
+    return prompts.chat_row(catalog.schema(row.db_id), row.question, row.gold,
+                            prompts.multi_turn_instructions(MULTI_TURN[multi_turn]))
 
 
 def index_rows(selection: splits.Selection,
