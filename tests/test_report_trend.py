@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from harness.report.trend import FALLS, INSIDE, RISES, TrendError, fit_trend, t_cdf, t_quantile
+from harness.report.trend import FALLS, INSIDE, RISES, TrendError, dickey_fuller_critical, fit_trend, t_cdf, t_quantile
 
 # Student's t quantiles as printed in statistical tables (two-sided 95% and 99%)
 TABLE = [(1, 0.975, 12.7062), (2, 0.975, 4.3027), (3, 0.975, 3.1824), (5, 0.975, 2.5706), (10, 0.975, 2.2281),
@@ -122,3 +122,63 @@ def test_alpha_sets_the_interval():
     wide, narrow = fit_trend(steps, rewards, alpha=0.01), fit_trend(steps, rewards, alpha=0.2)
     assert wide.confidence == 0.99 and narrow.confidence == pytest.approx(0.8)
     assert wide.slope_interval[0] < narrow.slope_interval[0] < narrow.slope_interval[1] < wide.slope_interval[1]
+
+
+def _walk(rng: random.Random, n: int = 100) -> tuple[list[float], list[float]]:
+    level, out = 0.5, []
+    for _ in range(n):
+        level += rng.gauss(0, 0.02)
+        out.append(level)
+    return [float(s) for s in range(1, n + 1)], out
+
+
+def test_driftless_random_walks_are_not_called_a_trend():
+    """A random walk fitted by a line looks like a trend: 18 of these 20 walks pass the line's test
+    alone; the curve must first show it does not wander (the Dickey-Fuller test)."""
+    rng = random.Random(2026)
+    walks = [_walk(rng) for _ in range(20)]
+    line_alone = sum(1 for w in walks if _line_verdict(fit_trend(*w)) != INSIDE)
+    called = [fit_trend(*w).verdict for w in walks]
+    assert line_alone >= 15 and sum(v != INSIDE for v in called) < 2, (line_alone, called)
+    assert sum(fit_trend(*w).wanders for w in walks) >= 18
+
+
+def test_over_two_hundred_walks_about_one_in_thirty_is_called_a_trend():
+    rng = random.Random(7)
+    called = sum(fit_trend(*_walk(rng)).verdict != INSIDE for _ in range(200))
+    assert called <= 10, called  # the unit-root test's 5% times the chance its line is significant
+
+
+@pytest.mark.parametrize("noise, least", [(0.0, 19), (0.5, 18), (0.8, 12)],
+                         ids=["independent noise", "AR(1) 0.5", "AR(1) 0.8 (some power lost)"])
+def test_a_line_with_noise_around_it_still_rises(noise, least):
+    rng = random.Random(11)
+    hits = 0
+    for _ in range(20):
+        e, ys = 0.0, []
+        for s in range(1, 101):
+            e = noise * e + rng.gauss(0, 0.03)
+            ys.append(0.2 + 0.004 * s + e)
+        trend = fit_trend([float(s) for s in range(1, 101)], ys)
+        hits += trend.verdict == RISES and not trend.wanders
+    assert hits >= least, hits
+
+
+def test_the_critical_values_are_mackinnon_s():
+    # MacKinnon (2010) Table 1 with constant and trend; Fuller's table for n = 100: -4.04, -3.45, -3.15.
+    found = [dickey_fuller_critical(100, a) for a in (0.01, 0.05, 0.10)]
+    assert all(abs(f - t) < 0.015 for f, t in zip(found, (-4.04, -3.45, -3.15))), found
+
+
+def test_a_short_curve_is_judged_by_its_line_alone():
+    trend = fit_trend([1.0, 2.0, 3.0, 4.0, 5.0], [0.30, 0.42, 0.38, 0.52, 0.58])
+    assert trend.unit_root_tau is None and not trend.wanders and trend.verdict == RISES
+
+
+def _line_verdict(trend) -> str:
+    low, high = trend.slope_interval
+    if low > 0 and trend.rise > trend.residual_sd:
+        return RISES
+    if high < 0 and -trend.rise > trend.residual_sd:
+        return FALLS
+    return INSIDE

@@ -76,9 +76,11 @@ def reward_sentence(report: Report, item: RewardTrend) -> str:
     direction = "rises" if t.rise >= 0 else "falls"
     compared = "more" if abs(t.rise) > t.residual_sd else "less"
     interval = "lies above 0" if t.slope_interval[0] > 0 else "lies below 0" if t.slope_interval[1] < 0 else "includes 0"
+    wanders = (f"; the curve wanders like a random walk (Dickey-Fuller {t.unit_root_tau:.2f}, not below "
+               f"{t.unit_root_critical:.2f}), so its line shows no trend") if t.wanders else ""
     text = (f"{item.label}: over steps {t.first_step:g}-{t.last_step:g} the reward line {direction} by "
             f"{abs(t.rise):.3f}, {compared} than its residual spread {t.residual_sd:.3f} (the slope's interval "
-            f"{interval}): {t.verdict}. Held-out: {_held_out(report, item.label)}.")
+            f"{interval}{wanders}): {t.verdict}. Held-out: {_held_out(report, item.label)}.")
     if t.verdict == "inside its spread":
         text += " The curve does not show the run's effect: judge the run by its held-out evaluation."
     return text
