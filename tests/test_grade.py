@@ -103,6 +103,9 @@ def test_an_eval_split_that_is_not_the_bundle_s_is_refused(data, capsys):
     pytest.param([json.dumps("SELECT 1")] * 3, "3 positional completions for 20 rows", id="too few positional lines"),
     pytest.param([json.dumps({"row_id": "eval-00099", "completion": "SELECT 1"})], "not in the split",
                  id="a row the split does not have"),
+    pytest.param([json.dumps({"row_id": f"eval-{i if i != 7 else 3:05d}", "completion": "SELECT 1"}) for i in range(20)],
+                 "row eval-00003 has 2 completions and 1 row(s) none (first eval-00007): a row_id written twice?",
+                 id="a row_id written twice"),
 ])
 def test_completions_that_do_not_fit_the_split_are_refused(data, capsys, lines, message):
     write_lines(data / "completions" / "bad.jsonl", lines)

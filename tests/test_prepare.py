@@ -17,7 +17,7 @@ from bundle import verify as bundle_verify
 from bundle.scoring.index import normalize_gold
 from conftest import BUNDLE_SRC, FIXTURES, ROOT, run_prepare, run_with_read_only
 from harness.cli import main
-from harness.common.errors import FetchError, OutputError, PackError
+from harness.common.errors import INTERRUPTED, FetchError, OutputError, PackError
 from harness.prepare import job, pack, splits
 from harness.prepare.api_cache import PageCache
 from harness.prepare.bundle_data import build_sqlite
@@ -432,3 +432,37 @@ def test_a_read_only_output_folder_fails_before_the_work(tmp_path):
     assert done.returncode == OutputError.exit_code, done.stderr
     assert f"cannot write the prepared folder into {out}" in done.stderr and "Traceback" not in done.stderr
     assert "rows" not in done.stdout  # no summary: nothing was selected
+
+
+def test_sigterm_during_prepare_says_it_stopped_and_keeps_nothing_half_built(tmp_path):
+    """As Ctrl-C does: the staging folder is removed and the command says it stopped (exit 130)."""
+    import signal
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-u", "-m", "harness", "prepare", "--sample", "--output", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert process.stderr is not None
+    for line in process.stderr:  # prepare's progress lines
+        if "bundle staged" in line:  # the stage is being built: the databases are in it
+            process.send_signal(signal.SIGTERM)
+            break
+    _out, err = process.communicate(timeout=600)
+    assert process.returncode == INTERRUPTED, err[-2000:]
+    assert "stopped: SIGTERM" in err and "Traceback" not in err
+    assert not (out / "bundle").exists() and [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_full_disk_is_told_as_a_full_disk(tmp_path, monkeypatch):
+    import errno
+
+    from harness.common import files
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(files, "_write_and_rename", full)
+    with pytest.raises(OutputError, match="the disk is full: No space left on device .ENOSPC.; free space on it"):
+        files.atomic_write_bytes(tmp_path / "x.json", b"{}")
+    monkeypatch.undo()
+    monkeypatch.setattr(job, "stage_bundle", lambda *a, **k: full(None, None))
+    catalog = splits.Catalog(job.build_sample_databases(tmp_path / "dbs"), 1000)
+    with pytest.raises(OutputError, match="the disk is full"):
+        job.prepare(job.sample_source(), splits.Rules(catalog, splits.GoldChecker()), splits.Sizes(5, 3, 2), tmp_path / "o")

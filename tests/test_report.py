@@ -10,9 +10,13 @@ import pytest
 
 from harness.cli import main
 from harness.common.errors import InputError
-from harness.common.results import RowResult, write_results
+from harness.common.files import sha256_file
+from harness.common.results import RowResult, meta_path, read_results_meta, write_results
 from harness.report import compare as report
 from harness.report.stats import format_p
+
+SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "sample"
+BASE_COMPLETIONS, TUNED_COMPLETIONS = SAMPLE / "completions-eval-base.jsonl", SAMPLE / "completions-eval.jsonl"
 
 GOLDS = {  # gold -> its Spider level (worked out in tests/test_difficulty.py)
     "SELECT count(*) FROM singer": "easy",
@@ -228,3 +232,34 @@ def test_report_reads_files_written_by_grade_format(tmp_path):
         (tmp_path / f"{name}.jsonl").write_text(json.dumps({**line, "score": score}) + "\n")
     result = report.build_report(report.load_stages([("a", str(tmp_path / "a.jsonl")), ("b", str(tmp_path / "b.jsonl"))]))
     assert result.comparisons[0].gained[0].baseline_sql is None
+
+
+# -- generations never mixed (compare.check_generation) ----------------------------------------------------------
+
+def test_grade_notes_the_bundle_and_the_split_beside_its_results(data):
+    assert main(["grade", "--data", str(data), "--stage", "base", "--completions", str(BASE_COMPLETIONS)]) == 0
+    meta = read_results_meta(data / "results" / "base.jsonl")
+    assert meta == {"zip_sha256": sha256_file(data / "spider-scoring.zip"),
+                    "eval_sha256": sha256_file(data / "data" / "eval.jsonl"), "rows": 20}
+
+
+def test_results_of_an_earlier_split_are_refused_after_a_new_prepare_unless_given_by_path(data, capsys):
+    for stage, completions in (("base", BASE_COMPLETIONS), ("tuned", TUNED_COMPLETIONS)):
+        assert main(["grade", "--data", str(data), "--stage", stage, "--completions", str(completions)]) == 0
+    assert main(["prepare", "--sample", "--eval-rows", "10", "--output", str(data)]) == 0  # results/ is kept
+    capsys.readouterr()
+    assert main(["report", "base", "tuned", "--data", str(data)]) == InputError.exit_code
+    said = capsys.readouterr().err
+    assert "the results of base" in said and "20 rows" in said and "(10 rows;" in said and "make grade STAGE=base" in said
+    results = data / "results"
+    assert main(["report", f"base={results / 'base.jsonl'}", f"tuned={results / 'tuned.jsonl'}"]) == 0
+
+
+def test_stages_graded_with_two_bundles_are_refused(data, capsys):
+    for stage, completions in (("base", BASE_COMPLETIONS), ("tuned", TUNED_COMPLETIONS)):
+        assert main(["grade", "--data", str(data), "--stage", stage, "--completions", str(completions)]) == 0
+    meta = meta_path(data / "results" / "tuned.jsonl")
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "zip_sha256": "f" * 64}))  # graded with another zip
+    capsys.readouterr()
+    assert main(["report", "base", "tuned", "--data", str(data)]) == InputError.exit_code
+    assert "graded with different bundles" in capsys.readouterr().err

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from harness.commands import options
 from harness.common import bundle_zip, search_cache
-from harness.common.files import check_writable_file
+from harness.common.files import check_writable_file, sha256_file
 from harness.common.layout import GIVEN_COMPLETIONS, Prepared, require
-from harness.common.results import RowResult, write_results
+from harness.common.results import RowResult, write_results, write_results_meta
 from harness.emulator.main import job_grader
 from harness.raygrade import backend
 
@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print(options.ray_line(document["ray"]))
     results = [RowResult(**r) for r in document["results"]]
     write_results(target, results)
+    write_results_meta(target, sha256_file(zip_path), sha256_file(prepared.split("eval")), len(results))
     summary = document["summary"]
     on = f" on {document['workers']} worker processes" if document.get("workers", 1) > 1 else ""
     print(f"graded {summary['rows']} rows{on} into {target}: "

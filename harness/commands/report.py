@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.show_changed < 0:
         raise InputError("--show-changed must be 0 or more")
     stages = compare.load_stages(specs)
+    compare.check_generation(stages, data)
     labels = [s.label for s in stages]
     logs = assign_reward_logs(args.reward_log, labels, args.baseline or labels[0])
     curves = [(label, read_reward_log(path, args.reward_key)) for label, path in logs]

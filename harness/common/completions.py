@@ -82,6 +82,11 @@ class Completions:
                                  + OTHER_ROWS_FIX)
             missing = [r for r in row_ids if r not in self.by_row]
             if every_row and missing:
+                twice = [r for r in row_ids if len(self.by_row.get(r, ())) > 1]
+                if twice:  # as many lines as rows, one row written twice: a duplicate, not a file for other rows
+                    raise InputError(f"{self.path}: row {twice[0]} has {len(self.by_row[twice[0]])} completions and "
+                                     f"{len(missing)} row(s) none (first {missing[0]}): a row_id written twice? Give "
+                                     "each row its own line, with its own row_id")
                 raise InputError(f"{self.path}: no completion for {len(missing)} of the split's {len(row_ids)} rows "
                                  f"(first {missing[0]}): was it made for another split or bundle? " + OTHER_ROWS_FIX)
             return [self.by_row.get(r, []) for r in row_ids]

@@ -22,10 +22,21 @@ from harness.common.errors import OutputError
 WRITE_ELSEWHERE = "make it writable, or write elsewhere (the command's --output or --data; OUT=DIR with make)"
 
 
+FULL = (errno.ENOSPC, errno.EDQUOT)  # no space left on the device, or the user's quota spent
+
+
+def is_full(exc: OSError) -> bool:
+    """The write failed because the disk (or the quota) is full, not for want of permission."""
+    return exc.errno in FULL
+
+
 def _cannot_write(subject: str, exc: OSError) -> OutputError:
     reason = exc.strerror or str(exc)
     if exc.errno is not None and exc.errno in errno.errorcode:
         reason += f" ({errno.errorcode[exc.errno]})"
+    if is_full(exc):
+        return OutputError(f"cannot write {subject}: the disk is full: {reason}; free space on it, or write "
+                           "elsewhere (the command's --output or --data; OUT=DIR with make)")
     return OutputError(f"cannot write {subject}: {reason}; {WRITE_ELSEWHERE}")
 
 

@@ -87,6 +87,28 @@ def write_results(path: str | os.PathLike, results: Iterable[RowResult]) -> None
     atomic_write_bytes(path, ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
 
 
+def meta_path(results: str | os.PathLike) -> Path:
+    """Where ``grade`` notes what a results file was graded with: ``STAGE.meta.json`` beside ``STAGE.jsonl``."""
+    results = Path(results)
+    return results.with_name(results.stem + ".meta.json")
+
+
+def write_results_meta(results: str | os.PathLike, zip_sha256: str, eval_sha256: str, rows: int) -> None:
+    """The bundle and the eval split a results file was graded with (``report`` never mixes them)."""
+    body = {"zip_sha256": zip_sha256, "eval_sha256": eval_sha256, "rows": rows}
+    atomic_write_bytes(meta_path(results), (json.dumps(body, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def read_results_meta(results: str | os.PathLike) -> dict | None:
+    """What ``write_results_meta`` wrote beside ``results``; None when nothing was (results from
+    before it, or made elsewhere) or it cannot be read."""
+    try:
+        found = json.loads(meta_path(results).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def read_results(path: str | os.PathLike) -> list[RowResult]:
     """Read and validate a per-row results file; InputError names the file, line and problem."""
     path = Path(path)

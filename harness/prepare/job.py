@@ -32,7 +32,7 @@ from bundle.contract import shapes as reward_shapes
 from bundle.scoring import episode as scoring_episode
 from harness.common import prompts
 from harness.common.errors import InputError, OutputError
-from harness.common.files import atomic_write_bytes
+from harness.common.files import atomic_write_bytes, is_full
 from harness.common.memo import Memo
 from harness.prepare import bundle_data, pack, splits, staging
 from harness.prepare import disputed as disputed_golds
@@ -152,6 +152,9 @@ def prepare(source: RowSource, rules: splits.Rules, sizes: splits.Sizes, out: Pa
             summary["multi_turn"] = {"splits": ["rl"], "form": multi_turn}
         atomic_write_bytes(out / "prepare-summary.json", prepare_summary.dumps(summary))
     except OSError as exc:  # every input was read above: this is the output folder
+        if is_full(exc):
+            raise OutputError(f"cannot write the outputs under {out}: the disk is full ({exc}); free space on it, or "
+                              "give --output on another disk (nothing half-written was kept)") from None
         raise OutputError(f"cannot write the outputs under {out} ({exc}): give --output a writable folder") from None
     return summary
 

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from harness.common.errors import InputError
 from harness.common.layout import DEFAULT_DATA, Prepared
-from harness.common.results import RowResult, read_results
+from harness.common.results import RowResult, read_results, read_results_meta
+from harness.common.rows import read_split
 from harness.report import stats as report_stats
 from harness.report.difficulty import LEVELS, DifficultyError, difficulty
 from harness.report.edits import Edit, EditCount, edits_between, tally
@@ -176,6 +177,34 @@ def load_stages(specs: list[tuple[str, str]]) -> list[Stage]:
     order = {r.row_id: i for i, r in enumerate(stages[0].rows)}
     # every stage in the first file's row order, so rows pair up by position from here on
     return [dataclasses.replace(s, rows=tuple(sorted(s.rows, key=lambda r: order[r.row_id]))) for s in stages]
+
+
+def check_generation(stages: list[Stage], data: Prepared) -> None:
+    """Results read from the prepared folder (``DATA/results/STAGE.jsonl``) must be results of its
+    current eval split and, where ``grade`` noted it, of one bundle: a ``prepare`` into a folder that
+    held graded results leaves them there, and a report of them against the new split would mix two
+    generations. InputError naming the stage and what to do; results given as ``label=path`` are
+    the user's to vouch for, and are not checked."""
+    folder = data.results("x").parent.resolve()
+    mine = [s for s in stages if Path(s.path).resolve().parent == folder]
+    split_path = data.split("eval")
+    split = read_split(split_path, "eval") if mine and split_path.is_file() else []
+    for stage in mine if split else []:
+        golds = {r.row_id: " ".join(r.gold.split()) for r in stage.rows}
+        wanted = {r.id: " ".join(r.gold.split()) for r in split}
+        if golds != wanted:
+            differs = next((i for i in wanted if golds.get(i) != wanted[i]), None) or next(i for i in golds if i not in wanted)
+            raise InputError(f"the results of {stage.label} ({stage.path}, {len(golds)} rows) were graded on another eval "
+                             f"split than {split_path} ({len(wanted)} rows; first difference: row {differs}): a prepare "
+                             f"since has replaced the split. Grade the stage again (`make grade STAGE={stage.label}`), or "
+                             f"give the file as {stage.label}={stage.path} to report it as it stands")
+    zips = {s.label: (read_results_meta(s.path) or {}).get("zip_sha256") for s in mine}
+    noted = {label: sha for label, sha in zips.items() if sha}
+    if len(set(noted.values())) > 1:
+        named = ", ".join(f"{label} with {sha[:12]}" for label, sha in noted.items())
+        raise InputError(f"the stages were graded with different bundles ({named}): verdicts of two bundles are not "
+                         "comparable. Grade every stage with one bundle (`make grade STAGE=...` after `make pack`), or "
+                         "give the files as label=path to report them as they stand")
 
 
 def _check_same_rows(first: Stage, other: Stage) -> None:
