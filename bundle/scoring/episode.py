@@ -70,7 +70,7 @@ class Answer(NamedTuple):
 
 
 class Episode:
-    """One row's episode (see the module docstring). Not shared between threads: one a rollout."""
+    """One row's episode (see the module docstring): one a rollout; its calls are taken one at a time."""
 
     def __init__(self, row: Mapping, *, root: str | None = None, caller: str = "reward",
                  limits: Limits | None = None) -> None:
