@@ -36,29 +36,6 @@ def conversation(row: dict, tools: list, answer: str, seen: str) -> list[dict]:
                             {"role": "assistant", "content": "", "tool_calls": [final]}]
 
 
-def warm_up(tokenizer, texts: list[str], steps: int = WARMUP_STEPS):
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                      tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-                      eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
-    model = Qwen2ForCausalLM(cfg)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    enc = tokenizer(texts, return_tensors="pt", padding=True)
-    labels = enc["input_ids"].clone()
-    labels[enc["attention_mask"] == 0] = -100
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    model.train()
-    for _ in range(steps):
-        model(**enc, labels=labels).loss.backward()
-        opt.step()
-        opt.zero_grad()
-    return model
-
-
 def main() -> None:
     zip_path, rows_path, out_path = sys.argv[1:4]
     started = time.perf_counter()
@@ -91,7 +68,7 @@ def main() -> None:
     tokenizer.chat_template = qwen2_5_chat_template
     texts = [tokenizer.apply_chat_template(e, tools=tools, tokenize=False) for e in episodes]
     t = time.perf_counter()
-    model = warm_up(tokenizer, texts)
+    model = trl_runner.warm_up(tokenizer, texts, WARMUP_STEPS, max_positions=4096)
     warm_s = time.perf_counter() - t
 
     rollouts: list[dict] = []

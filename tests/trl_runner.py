@@ -59,18 +59,23 @@ def build_tokenizer(texts):
 
 
 def build_model(tokenizer, rows, steps=WARMUP_STEPS):
+    texts = [tokenizer.apply_chat_template(r["prompt"] + [{"role": "assistant", "content": r["ground_truth"]}],
+                                           tokenize=False) for r in rows]
+    return warm_up(tokenizer, texts, steps)
+
+
+def warm_up(tokenizer, texts, steps, max_positions=1024):
+    """A 2-layer Qwen2 from a config, trained ``steps`` full-batch steps on ``texts`` (seeded)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
     torch.manual_seed(0)
     cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
                       tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
                       eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
     model = Qwen2ForCausalLM(cfg)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    texts = [tokenizer.apply_chat_template(r["prompt"] + [{"role": "assistant", "content": r["ground_truth"]}],
-                                           tokenize=False) for r in rows]
     enc = tokenizer(texts, return_tensors="pt", padding=True)
     labels = enc["input_ids"].clone()
     labels[enc["attention_mask"] == 0] = -100

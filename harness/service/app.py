@@ -434,17 +434,9 @@ class GraderApp:
             raise request_error(404, "UnknownEpisode", f"{exc.detail} (the {gymnasium.COOKIE} cookie /reset set)") from None
         assert sid is not None
 
-        def grade(envelope: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
-            try:
-                result = self._grade_one(envelope)
-            except HttpError as exc:
-                self._count_error(exc.error)
-                return exc.error.body(), None
-            return result, self.bundle.shaped(result, envelope["output"])
-
         return 200, gymnasium.step(body, row, finished, self.bundle.episodes.read_action,
                                    lambda sql: self._explore(sessions, row, sid, sql),
-                                   lambda: sessions.finish(sid), grade)
+                                   lambda: sessions.finish(sid), self._graded)
 
     def _ors(self, environ: dict, request_id: str) -> tuple[int, Any]:
         """An Open Reward Standard request (service.ors): JSON or an event stream; errors with ``detail``."""
@@ -458,24 +450,26 @@ class GraderApp:
         chunked = environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked"
         body = parse_json(read_body(environ, self.settings.max_body_bytes)) if (length not in ("", "0") or chunked) else {}
 
-        def grade(envelope: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
-            try:
-                result = self._grade_one(envelope)
-            except HttpError as exc:
-                self._count_error(exc.error)
-                return exc.error.body(), None
-            return result, self.bundle.shaped(result, envelope["output"])
-
         environment = self.environment
 
         def explore(row: dict[str, Any], sid: str, sql: Any) -> tuple[str | None, dict[str, Any]]:
             return self._explore(environment.sessions, row, sid, sql)
 
         try:
-            return 200, environment.answer(route, body, environ.get(ors.SESSION_HEADER), grade, explore)
+            return 200, environment.answer(route, body, environ.get(ors.SESSION_HEADER), self._graded, explore)
         except ors.OrsError as exc:
             self._count_error(GradeError(exc.status, exc.error, "request_error", exc.detail))
             return exc.status, exc.body()
+
+    def _graded(self, envelope: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+        """An episode's answer graded: (the grader's answer, what the bundle's shape pays), or (the error's
+        body, None) when the row cannot be graded (an ORS submit, a Gymnasium step)."""
+        try:
+            result = self._grade_one(envelope)
+        except HttpError as exc:
+            self._count_error(exc.error)
+            return exc.error.body(), None
+        return result, self.bundle.shaped(result, envelope["output"])
 
     def _explore(self, sessions: Sessions, row: dict[str, Any], sid: str, sql: Any) -> tuple[str | None, dict[str, Any]]:
         """One exploration query of a multi-turn episode (service.sessions.explore): what the model is
