@@ -8,16 +8,13 @@ table in harness.common.errors (EXIT_CODES).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
-import signal
 import sys
-import threading
 import traceback
-from collections.abc import Iterator
 
 from harness.common.errors import BROKEN_PIPE, INTERRUPTED, UNEXPECTED, HarnessError
+from harness.common.interrupts import interrupt_on_signals, signal_of
 
 # command name -> (module, one-line help). Keep sorted by the order a user meets them.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -59,51 +56,20 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, taken as Ctrl-C is: every ``finally`` runs (a half-built stage is removed) and the
-    command says it stopped, instead of dying mid-write."""
-
-
-OWN_SIGTERM = {"serve"}  # commands that handle SIGTERM themselves (a graceful stop)
-
-
-@contextlib.contextmanager
-def _terminated_as_interrupted(command: str) -> Iterator[None]:
-    if command in OWN_SIGTERM or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    owner = os.getpid()
-
-    def stop(signum: int, frame: object) -> None:
-        if os.getpid() != owner:  # a forked worker (a pool terminating it): die as it would have
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
-        raise Terminated()
-
-    before = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
     args = build_parser(chosen if chosen in COMMANDS else None).parse_args(argv)
     try:
-        with _terminated_as_interrupted(args.command):
+        with interrupt_on_signals():  # SIGTERM and SIGHUP stop a command as Ctrl-C does: its cleanup runs
             return int(args._module.run(args) or 0)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except Terminated:
-        print("stopped: SIGTERM (nothing half-written is kept; run the command again)", file=sys.stderr)
-        return INTERRUPTED
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        name = signal_of(exc)
+        print(f"stopped: {name} (what it was writing is not kept; run the command again)" if name else "interrupted",
+              file=sys.stderr)
         return INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -447,7 +447,7 @@ def test_sigterm_during_prepare_says_it_stopped_and_keeps_nothing_half_built(tmp
             break
     _out, err = process.communicate(timeout=600)
     assert process.returncode == INTERRUPTED, err[-2000:]
-    assert "stopped: SIGTERM" in err and "Traceback" not in err
+    assert "stopped: SIGTERM" in err and "Traceback" not in err  # as Ctrl-C: "interrupted"
     assert not (out / "bundle").exists() and [p.name for p in out.iterdir() if p.name.startswith(".")] == []
 
 

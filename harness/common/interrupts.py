@@ -14,13 +14,36 @@ that a step that must not be cut in two (a child process started and recorded) i
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
 
+SIGNAL_PREFIX = "signal "  # a KeyboardInterrupt raised for a signal says which: "signal 15"
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+
+def _interrupt_in(owner: int) -> Callable[[int, object], None]:
+    """The handler: KeyboardInterrupt in the process that set it; a forked child that inherited it
+    (a pool's worker, which the pool ends with SIGTERM) dies of the signal as it would have."""
+    def handler(signum: int, frame: object) -> None:
+        if os.getpid() != owner:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise KeyboardInterrupt(f"{SIGNAL_PREFIX}{signum}")
+    return handler
+
+
+def signal_of(interrupt: KeyboardInterrupt) -> str | None:
+    """The name of the signal an interrupt was raised for (``SIGTERM``), None for Ctrl-C.
+
+    >>> signal_of(KeyboardInterrupt("signal 15")), signal_of(KeyboardInterrupt())
+    ('SIGTERM', None)
+    """
+    text = str(interrupt.args[0]) if interrupt.args else ""
+    if not text.startswith(SIGNAL_PREFIX) or not text[len(SIGNAL_PREFIX):].isdigit():
+        return None
+    return signal.Signals(int(text[len(SIGNAL_PREFIX):])).name
 
 
 @contextlib.contextmanager
@@ -42,7 +65,7 @@ def _handled(signals: tuple[int, ...], handler: Callable[[int, object], None]) -
 def interrupt_on_signals() -> Iterator[None]:
     """Inside: SIGTERM and SIGHUP become KeyboardInterrupt, so ``finally`` runs for them as for
     Ctrl-C (in the main thread; elsewhere nothing changes). The previous handlers come back after."""
-    with _handled((signal.SIGTERM, signal.SIGHUP), _raise_interrupt):
+    with _handled((signal.SIGTERM, signal.SIGHUP), _interrupt_in(os.getpid())):
         yield
 
 
