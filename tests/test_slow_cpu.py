@@ -1,6 +1,7 @@
-"""Verdicts do not depend on the CPU: the hostile suite, a reward pass and a grader pass give the
-same verdicts in the trainer container with its usual CPUs and limited to a quarter of a CPU
-(`harness emulate verdicts`, docker run --cpus 0.25). Counted work decides; seconds only guard."""
+"""Verdicts do not depend on the CPU: the hostile suite, a reward pass, a grader pass and the hostile
+suite through the multi-turn environment's exploration tool give the same verdicts (and observations)
+in the trainer container with its usual CPUs and limited to a quarter of a CPU (`harness emulate
+verdicts`, docker run --cpus 0.25). Counted work decides; seconds only guard."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def test_verdicts_are_the_same_on_a_quarter_of_a_cpu(docker_engine, prepared_sam
     assert code == 0, out
     assert "verdicts: identical at both CPU limits" in out
     # Every part ran (nothing silently skipped).
-    for part in ("hostile", "reward", "grader"):
+    for part in ("hostile", "reward", "grader", "explore"):
         line = next(line for line in out.splitlines() if line.strip().startswith(part) and "verdicts;" in line)
         assert int(line.split()[1]) > 0, line
 

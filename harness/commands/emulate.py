@@ -107,7 +107,7 @@ def run_verdicts(args: argparse.Namespace, prepared: Prepared, zip_path: Path) -
                                                  base_image=options.base_image_of(args), cpus=cpus)
     (full_label, full), (slow_label, slow) = runs.items()
     differing = []
-    for part in ("hostile", "reward", "grader"):
+    for part in ("hostile", "reward", "grader", "explore"):
         pairs = list(zip(full.get(part, []), slow.get(part, [])))
         differing += [(part, a, b) for a, b in pairs if a != b]
         if len(full.get(part, [])) != len(slow.get(part, [])):

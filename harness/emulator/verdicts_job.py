@@ -9,7 +9,9 @@ container limited to a quarter of a CPU. This job records, in order:
 * ``reward``: one call per completion of each rl row's group (the file's completions, or the
   synthetic ones), with verl's keywords, one at a time (the score, or the unscored outcome);
 * ``grader``: one call per eval row with the given completions (outcome, score, the database
-  that decided).
+  that decided);
+* ``explore``: with a bundle that has the multi-turn episode (``scoring.episode``), each hostile case
+  through its exploration tool, one episode a case (what the model is shown, the work counted).
 
 Nothing timed is in the lists; ``seconds`` beside them is reported only, and so is ``cpu``: per
 part, the thread CPU seconds of its costliest call and that call's name, which the harness sets
@@ -63,6 +65,24 @@ def hostile_verdicts(loaded: LoadedBundle, scratch: Path, costliest: Costliest |
         verdict = verify_mod.verify(case.text, first["gold"], str(database), is_sql=case.is_sql)
         costliest.stop(case.id)
         out.append([case.id, verdict.outcome, verdict.score, verdict.steps])
+    return out
+
+
+def explore_verdicts(loaded: LoadedBundle, scratch: Path, costliest: Costliest | None = None) -> list[list]:
+    """Each hostile case as an exploration query of its own episode: the text shown and the units counted."""
+    episodes = loaded.module("scoring.episode")
+    files = loaded.database_files()
+    first = next((r for r in loaded.index().get("rows", []) if r.get("db_id") in files), None)
+    if first is None:
+        return []
+    costliest = costliest or Costliest()
+    out = []
+    for case in hostile.load_cases(hostile.first_table(files[first["db_id"]]), str(scratch)):
+        costliest.start()
+        episode = episodes.Episode({"ground_truth": first["gold"], "db_id": first["db_id"]}, root=str(loaded.root))
+        shown = episode.explore(case.text)
+        costliest.stop(case.id)
+        out.append([case.id, shown, episode.steps])
     return out
 
 
@@ -122,15 +142,17 @@ def cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
 def all_verdicts(loaded: LoadedBundle, scratch: Path, rl: tuple[list[SplitRow], list[list[str]]],
                  eval_rows: tuple[list[SplitRow], list[str]] | None,
                  say: Callable[[str], None] = lambda line: None) -> dict:
-    """The three lists, the seconds each took and each part's costliest call in CPU seconds (reported,
+    """The lists, the seconds each took and each part's costliest call in CPU seconds (reported,
     never compared), and the CPU share the cgroup allows."""
     out: dict = {"seconds": {}, "cpu": {}, "cpu_limit": cpu_limit()}
-    costliest = {"hostile": Costliest(), "reward": Costliest(), "grader": Costliest()}
+    costliest = {"hostile": Costliest(), "reward": Costliest(), "grader": Costliest(), "explore": Costliest()}
     parts: list[tuple[str, Callable[[], list]]] = [
         ("hostile", lambda: hostile_verdicts(loaded, scratch, costliest["hostile"])),
         ("reward", lambda: reward_verdicts(loaded, *rl, costliest=costliest["reward"]))]
     if eval_rows is not None:
         parts.append(("grader", lambda: grader_verdicts(loaded, *eval_rows, costliest=costliest["grader"])))
+    if (loaded.root / "scoring" / "episode.py").is_file():
+        parts.append(("explore", lambda: explore_verdicts(loaded, scratch, costliest["explore"])))
     for name, make in parts:
         started = time.monotonic()
         out[name] = make()
