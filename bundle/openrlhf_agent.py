@@ -62,14 +62,10 @@ class SpiderAgent:
         episode = self.episode
         if episode is None:
             raise scoring_entry.CallArgumentsError("step before reset: OpenRLHF resets each sample's agent first")
-        kind, text = scoring_episode.read_action(states.get("action_text"))
-        if kind == scoring_episode.QUERY:
-            refused = scoring_episode.refusal(episode.limits, episode.calls, episode.steps)
-            if refused is None:
-                return {"rewards": Reward(0.0), "scores": Reward(0.0), "done": False,
-                        "environment_feedback": self._feedback(episode.explore(text))}
-            text = ""  # no query left: the turn is its answer, and it holds none
-        answer = episode.submit(text)
+        shown, answer = episode.turn(states.get("action_text"))
+        if answer is None:
+            return {"rewards": Reward(0.0), "scores": Reward(0.0), "done": False,
+                    "environment_feedback": self._feedback(shown or "")}
         value = answer.value
         if value is None:  # the bundle cannot score the row: it raised; never reached
             value = 0.0

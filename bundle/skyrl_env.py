@@ -63,14 +63,10 @@ class SpiderTextEpisode:
             episode = self.episode
         assert episode is not None
         self.turns += 1
-        kind, text = scoring_episode.read_action(action)
-        last = self.max_turns is not None and self.turns >= self.max_turns
-        if kind == scoring_episode.QUERY and not last and \
-                scoring_episode.refusal(episode.limits, episode.calls, episode.steps) is None:
-            shown = episode.explore(text)
+        shown, answer = episode.turn(action, last=self.max_turns is not None and self.turns >= self.max_turns)
+        if answer is None:
             return {"observations": [{"role": "user", "content": f"<result>\n{shown}\n</result>"}], "reward": 0.0,
                     "done": False, "metadata": {"queries": episode.calls, "units": episode.steps}}
-        answer = episode.submit("" if kind == scoring_episode.QUERY else text)
         return {"observations": [], "reward": answer.value, "done": True,
                 "metadata": {"outcome": answer.verdict.outcome, "match": answer.verdict.score,
                              "queries": episode.calls, "sql": answer.verdict.sql}}

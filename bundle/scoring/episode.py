@@ -155,6 +155,16 @@ class Episode:
                     self.answer = Answer(completion, found.verdict, found.value, found.shape)
             return self.answer
 
+    def turn(self, action: object, last: bool = False) -> tuple[str | None, Answer | None]:
+        """One turn written with tags (``read_action``): ``(shown, None)`` when it explores, else
+        ``(None, answer)``. A query on the ``last`` turn or past the episode's budget is an empty answer."""
+        kind, text = read_action(action)
+        if kind == QUERY:
+            if not last and refusal(self.limits, self.calls, self.steps) is None:
+                return self.explore(text), None
+            text = ""
+        return None, self.submit(text)
+
     def unanswered(self) -> Answer:
         """The answer of an episode that ended with no submission: scored as an empty completion
         (``no_query``, the shape's value for it)."""
