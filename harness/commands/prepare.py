@@ -28,7 +28,7 @@ from harness.common.cores import usable_cores
 from harness.common.errors import InputError
 from harness.common.files import check_writable_folder, sha256_file
 from harness.common.layout import DEFAULT_DATA, Prepared
-from harness.prepare import disputed, job, search_prebuild, spider_files, splits
+from harness.prepare import corpus, database_folders, disputed, job, search_prebuild, spider_files, splits
 from harness.prepare import summary as prepare_summary
 from harness.prepare.fetch_rows import DEFAULT_API_URL, RowSource
 from harness.prepare.neighbours import distil, separate
@@ -57,7 +57,13 @@ def _seconds(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of the reference example's prepare_dataset.py, plus where things are."""
     add = parser.add_argument
-    add("--databases", type=Path, metavar="DIR", help="Spider's database folder (<db_id>/<db_id>.sqlite)")
+    parser.epilog = ("Question files (--questions-file, --eval-file) in Spider's shape (question, query, db_id: Spider, "
+                     "Spider-DK, Spider-Syn with --question-field SpiderSynQuestion) or BIRD's (question, SQL, db_id, "
+                     "evidence); databases from folders of <db_id>/<db_id>.sqlite or of <db_id>.sql DDL files "
+                     "(docs/preparing.md, \"Other corpora\")")
+    add("--databases", type=Path, metavar="DIR", action="append",
+        help="a folder of databases: <db_id>/<db_id>.sqlite as Spider's database/, or <db_id>.sql DDL files (built "
+             "into empty SQLite databases); give it again for more folders (Spider's and Spider-DK's)")
     add("--sample", action="store_true", help="use the embedded sample (fixtures/): no network, no --databases")
     add("--rows", type=_count, metavar="N",
         help=f"SFT rows (default {job.DEFAULT_SIZES.train}; {job.SAMPLE_SIZES.train} with --sample)")
@@ -70,6 +76,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--questions", type=Path, metavar="DIR",
         help="read the questions from Spider's own train_spider.json and dev.json in DIR, offline (default: those "
              "beside --databases when both are there, else the datasets-server API)")
+    add("--questions-file", type=Path, metavar="FILE",
+        help="read the questions from FILE, a JSON list in Spider's or BIRD's shape (--shape); the eval split is on "
+             "its last databases, held out of training, unless --eval-file is given")
+    add("--eval-file", type=Path, metavar="FILE",
+        help="the eval split's questions, in the same shape as --questions-file (whose questions are then train and "
+             "rl): the split the corpus names, e.g. Spider-Syn's dev.json")
+    add("--shape", choices=tuple(corpus.SHAPES), metavar="NAME",
+        help="the question files' shape: spider (question, query, db_id) or bird (question, SQL, db_id, evidence, "
+             "the evidence put after the question as BIRD's baselines do); default: found from the first entry")
+    for role, option in corpus.FIELD_OPTIONS.items():
+        add(option, metavar="NAME", dest=f"{role}_field",
+            help=f"the field holding the {role.replace('_', ' ')} in the question files (default: the shape's"
+                 + (", e.g. SpiderSynQuestion for Spider-Syn)" if role == "question" else ")"))
     add("--api-url", metavar="URL",
         help=f"read the questions from this datasets-server (default {DEFAULT_API_URL}, when Spider's files are not "
              "beside --databases); given, it is used even when they are")
@@ -213,20 +232,51 @@ def _review(args: argparse.Namespace, say: Callable[[str], None]) -> job.Reviewe
                                                       work=work, near_miss_families=families, memo=memo, say=say)
 
 
-def questions_source(args: argparse.Namespace) -> tuple[RowSource, str]:
-    """Where the questions come from, and how the summary names it: ``--questions DIR``; else Spider's
-    files beside ``--databases`` (the unzipped spider.zip) unless ``--api-url`` is given; else the API."""
+def renamed_fields(args: argparse.Namespace) -> dict[str, str]:
+    """The fields the options name (--question-field and the others), by role."""
+    return {role: getattr(args, f"{role}_field") for role in corpus.FIELD_OPTIONS
+            if getattr(args, f"{role}_field") is not None}
+
+
+def questions_source(args: argparse.Namespace, catalog: splits.Catalog | None = None) -> tuple[RowSource, str]:
+    """Where the questions come from, and how the summary names it: ``--questions-file`` (and
+    ``--eval-file``); ``--questions DIR``; else Spider's files beside ``--databases`` (the unzipped
+    spider.zip) unless ``--api-url`` is given; else the API. ``catalog``: the databases, which say
+    which can hold eval rows when one question file holds them all."""
+    if args.questions_file is not None:
+        def usable(db_id: str) -> bool:
+            database = catalog.get(db_id) if catalog is not None else None
+            return database is not None and database.schema_chars <= catalog.max_schema
+        files = corpus.QuestionFiles(args.questions_file, args.eval_file, eval_rows=_sizes(args).eval, usable=usable,
+                                     shape=args.shape, renamed=renamed_fields(args))
+        return files, files.describe()
     if args.questions is not None:
         if args.api_url is not None:
             raise InputError("--questions reads Spider's files and --api-url the datasets-server: give one of them")
         files = spider_files.SpiderFiles(spider_files.check_folder(args.questions))
         return files, files.describe()
-    found = spider_files.beside(args.databases) if args.api_url is None else None
+    found = spider_files.beside(args.databases[0]) if args.api_url is None else None
     if found is not None:
         files = spider_files.SpiderFiles(found)
         return files, files.describe()
     url = args.api_url or DEFAULT_API_URL
     return job.api_source(url, args.cache_dir, args.request_interval), url
+
+
+def check_question_flags(args: argparse.Namespace) -> None:
+    """The question files' flags go together, and with no other source of questions."""
+    if args.questions_file is None:
+        given = [flag for flag, value in (("--eval-file", args.eval_file), ("--shape", args.shape),
+                                          *((option, getattr(args, f"{role}_field"))
+                                            for role, option in corpus.FIELD_OPTIONS.items()))
+                 if value is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} describe(s) question files: give --questions-file FILE too")
+        return
+    if args.sample:
+        raise InputError("--sample uses the embedded questions: drop --questions-file (or drop --sample)")
+    if args.questions is not None or args.api_url is not None:
+        raise InputError("--questions-file reads a question file; --questions and --api-url read Spider's: give one")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -235,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--sample uses the embedded databases: drop --databases (or drop --sample)")
     if args.sample and (args.questions is not None or args.api_url is not None):
         raise InputError("--sample uses the embedded questions: drop --questions / --api-url (or drop --sample)")
+    check_question_flags(args)
     if args.no_audit and args.drop_hackable:
         raise InputError("--drop-hackable needs the audit: drop --no-audit (or drop --drop-hackable)")
     if not args.sample and args.databases is None:
@@ -249,8 +300,8 @@ def run(args: argparse.Namespace) -> int:
             catalog = splits.Catalog(job.build_sample_databases(Path(tmp)), args.max_schema)
             source, origin = job.sample_source(), "embedded sample"
         else:
-            catalog = splits.Catalog.from_folder(args.databases, args.max_schema)
-            source, origin = questions_source(args)
+            catalog = splits.Catalog(database_folders.find(args.databases, Path(tmp)), args.max_schema)
+            source, origin = questions_source(args, catalog)
         rules = splits.Rules(catalog, splits.GoldChecker(), args.keep_empty_gold, args.keep_shared_golds,
                              disputed.load(args.disputed_golds), args.keep_disputed)
         base = Prepared(args.output).search_cache()

@@ -43,8 +43,12 @@ def check_not_empty(selection: splits.Selection, sizes: splits.Sizes) -> None:
         if asked and not selection.split(name):
             source = "validation" if name == "eval" else "train"
             skipped = render_count(dict(selection.skips.get(source, {})))
+            missing = sorted(selection.skipped_databases.get(splits.SKIP_DATABASE_MISSING, ()))
+            lacking = (f" The questions name databases --databases lacks: {', '.join(missing[:10])}"
+                       + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+                       + " (give the folder that holds them; --databases again for another folder).") if missing else ""
             raise InputError(
-                f"no usable row for the {name} split ({asked} asked); {source} rows left out: {skipped}. "
+                f"no usable row for the {name} split ({asked} asked); {source} rows left out: {skipped}.{lacking} "
                 "Check that --databases is Spider's database folder, or lower --rows/--rl-rows")
 
 
