@@ -38,7 +38,7 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
 @_entry_point
 def grade(**kwargs) -> dict:
     """``{"score", "outcome", "explanation", "sql", "original_score", "decided_on", "neighbours_checked", "searched",
-    "disputed", "accepted"}``.
+    "disputed", "accepted", "official_score", "bird_score", "official_differs", "bird_differs"}``.
 
     ``score`` is the verdict under the bundle's semantics (with neighbour databases when it has
     them, and the counterexample search); ``original_score`` the verdict of the original database
@@ -46,10 +46,16 @@ def grade(**kwargs) -> dict:
     search database, an edit of the original, or ``test suite`` when all agreed; followed by
     `` (disputed gold: <id>)`` on a row whose gold is disputed); ``searched`` counts the databases the
     searches judged; ``disputed`` is that gold's id, or None; ``accepted`` the disputed gold's
-    accepted answer the completion matched (None: the gold itself, or none).
+    accepted answer the completion matched (None: the gold itself, or none). ``official_score`` and
+    ``bird_score`` are the verdicts of Spider's official execution match and of BIRD's rule on the
+    original database (``sql.leaderboard``; None when their gold did not run), ``official_differs``
+    and ``bird_differs`` why each differs from ``score`` (None when it does not).
     """
-    verdict = scoring_entry.score_call(scoring_entry.read_call(kwargs), caller="grader")
+    call = scoring_entry.read_call(kwargs)
+    verdict = scoring_entry.score_call(call, caller="grader")
+    other = scoring_entry.comparable_call(call, verdict)
     return {"score": verdict.score, "outcome": verdict.outcome, "explanation": verdict.detail,
             "sql": verdict.sql, "original_score": verdict.original_score, "decided_on": verdict.decided_on,
             "neighbours_checked": verdict.neighbours_checked, "searched": verdict.searched,
-            "disputed": verdict.disputed, "accepted": verdict.accepted}
+            "disputed": verdict.disputed, "accepted": verdict.accepted, "official_score": other.official,
+            "bird_score": other.bird, "official_differs": other.official_reason, "bird_differs": other.bird_reason}

@@ -64,7 +64,8 @@ def test_grade_explains(bundle_env):
     graded = grader.grade(output="Answer: SELECT name FROM Owner", expected=GOLD)
     assert graded == {"score": 0.0, "outcome": "mismatch", "explanation": "gold has 1 rows, prediction 6",
                       "sql": "SELECT name FROM Owner", "original_score": 0.0, "decided_on": "original",
-                      "neighbours_checked": 0, "searched": 0, "disputed": None, "accepted": None}
+                      "neighbours_checked": 0, "searched": 0, "disputed": None, "accepted": None,
+                      "official_score": 0.0, "bird_score": 0.0, "official_differs": None, "bird_differs": None}
 
 
 def test_trl_batch(bundle_env):

@@ -26,6 +26,7 @@ from ..search import counterexample as neighbour_search
 from ..search import difference as difference_search
 from ..sql import gold_results
 from ..sql import guard as sql_guard
+from ..sql import leaderboard
 from ..sql import verdict as verify_mod
 from . import disputed as scoring_disputed
 from . import index as bundle_index
@@ -208,6 +209,22 @@ def score_call(call: RowCall, limits: Limits | None = None, root: str | None = N
     counterexample after a match (docs/neighbours.md).
     """
     return _verdict(call, limits or current_limits(), bundle_index.load(root), caller)
+
+
+def comparable_call(call: RowCall, verdict: verify_mod.Verdict, root: str | None = None) -> leaderboard.Comparable:
+    """The leaderboards' verdicts (``sql.leaderboard``) on the answer ``verdict`` judged for ``call``
+    (the grader's, scored): Spider's official execution match and BIRD's, on the row's original
+    database against its gold. A guard that fires leaves both None (``not run``), the verdict standing."""
+    limits = current_limits()
+    plan = _plan(bundle_index.load(root), call, limits, "grader")
+    steps = plan.gold.steps if plan.gold is not None else verdict.gold_steps
+    try:
+        return leaderboard.comparable(verdict.sql, plan.resolved.gold, plan.resolved.path, limits,
+                                      gold_steps=steps or 0, score=float(verdict.score or 0.0),
+                                      original_score=verdict.original_score, decided_on=verdict.decided_on,
+                                      outcome=verdict.outcome, accepted=verdict.accepted is not None)
+    except sql_guard.QueryFailed:
+        return leaderboard.Comparable(None, None, leaderboard.NOT_RUN, leaderboard.NOT_RUN)
 
 
 class Reward(NamedTuple):

@@ -7,6 +7,7 @@ starts and how long the last one took, so a run shows where it is. ``--only NAME
 1. ``calls``: reward calls a second, and a call's time against bare sqlite3 on the same query;
 2. ``grader``: the grader with and without its search beside the official evaluator, pairs a second;
    ``published``: the grader beside the evaluator on published systems' dev predictions (``--published``);
+   ``leaderboard``: the bundle's official-rule column beside the evaluator on them, pair for pair;
 3. ``groups``: GRPO-shaped batches, a group's duplicate completions scored once, and without;
 4. ``hardening``: a runaway query, the comparison's worst case, the hostile suite's memory;
 5. ``budget``: the step budget's calibration on every real gold, counting overhead;
@@ -29,7 +30,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.bench import budget, calls, cost, difference, grader, groups, hardening, labels, neighbours, prepare_time, published
+from harness.bench import (budget, calls, cost, difference, grader, groups, hardening, labels, leaderboard, neighbours,
+                           prepare_time, published)
 from harness.bench.evaluator import Evaluator
 from harness.common.errors import InputError
 
@@ -99,6 +101,9 @@ FAMILIES: tuple[Family, ...] = (
            lambda c: published.run(c.staged, c.spider, c.rows, c.published, c.evaluator, c.original, say=c.say)
            if c.published else published.run(c.root, c.spider, [], (), None, c.original),
            lambda f, _: published.print_figures(f)),
+    Family("leaderboard", "the bundle's official-rule column beside the official evaluator, pair for pair",
+           lambda c: leaderboard.run(c.spider, c.published, c.evaluator, c.pairs, say=c.say),
+           lambda f, _: leaderboard.print_figures(f)),
     Family("groups", "GRPO-shaped batches", lambda c: groups.run(c.root, c.rows[:groups.ROWS], c.repeat),
            lambda f, _: groups.print_figures(f)),
     Family("hardening", "a runaway query, the worst comparison, the hostile suite's memory", _hardening,

@@ -79,6 +79,7 @@ BUNDLE_MODULES: tuple[str, ...] = (
     "sql/functions.py",
     "sql/gold_results.py",
     "sql/guard.py",
+    "sql/leaderboard.py",
     "sql/planner.py",
     "sql/reading.py",
     "sql/sandbox.py",
