@@ -38,7 +38,7 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
 @_entry_point
 def grade(**kwargs) -> dict:
     """``{"score", "outcome", "explanation", "sql", "original_score", "decided_on", "neighbours_checked", "searched",
-    "disputed", "accepted", "official_score", "bird_score", "official_differs", "bird_differs"}``.
+    "disputed", "accepted", "official_score", "bird_score", "official_differs", "bird_differs", "answer"}``.
 
     ``score`` is the verdict under the bundle's semantics (with neighbour databases when it has
     them, and the counterexample search); ``original_score`` the verdict of the original database
@@ -49,7 +49,9 @@ def grade(**kwargs) -> dict:
     accepted answer the completion matched (None: the gold itself, or none). ``official_score`` and
     ``bird_score`` are the verdicts of Spider's official execution match and of BIRD's rule on the
     original database (``sql.leaderboard``; None when their gold did not run), ``official_differs``
-    and ``bird_differs`` why each differs from ``score`` (None when it does not).
+    and ``bird_differs`` why each differs from ``score`` (None when it does not); ``answer`` names the
+    answer's rows on the original database (16 hex digits; None when it did not run), the key
+    majority voting over sampled answers groups by.
     """
     call = scoring_entry.read_call(kwargs)
     verdict = scoring_entry.score_call(call, caller="grader")
@@ -58,4 +60,5 @@ def grade(**kwargs) -> dict:
             "sql": verdict.sql, "original_score": verdict.original_score, "decided_on": verdict.decided_on,
             "neighbours_checked": verdict.neighbours_checked, "searched": verdict.searched,
             "disputed": verdict.disputed, "accepted": verdict.accepted, "official_score": other.official,
-            "bird_score": other.bird, "official_differs": other.official_reason, "bird_differs": other.bird_reason}
+            "bird_score": other.bird, "official_differs": other.official_reason, "bird_differs": other.bird_reason,
+            "answer": other.answer}

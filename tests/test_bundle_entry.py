@@ -65,7 +65,9 @@ def test_grade_explains(bundle_env):
     assert graded == {"score": 0.0, "outcome": "mismatch", "explanation": "gold has 1 rows, prediction 6",
                       "sql": "SELECT name FROM Owner", "original_score": 0.0, "decided_on": "original",
                       "neighbours_checked": 0, "searched": 0, "disputed": None, "accepted": None,
-                      "official_score": 0.0, "bird_score": 0.0, "official_differs": None, "bird_differs": None}
+                      "official_score": 0.0, "bird_score": 0.0, "official_differs": None, "bird_differs": None,
+                      "answer": graded["answer"]}
+    assert len(graded["answer"]) == 16
 
 
 def test_trl_batch(bundle_env):

@@ -98,7 +98,7 @@ def judged(database: str, sql: str, gold: str, **verdict: object) -> lb.Comparab
     found = verdict_mod.verify(sql, gold, database, is_sql=True)
     fields = {"score": found.score, "original_score": found.original_score, "decided_on": found.decided_on,
               "outcome": found.outcome, **verdict}
-    return lb.comparable(sql, gold, database, DEFAULT_LIMITS, gold_steps=found.gold_steps, **fields)
+    return lb.comparable(sql, gold, database, DEFAULT_LIMITS, gold_steps=found.gold_steps, **fields)[:4]
 
 
 def test_an_answer_every_rule_accepts_or_refuses_has_no_reason(database):
@@ -107,7 +107,7 @@ def test_an_answer_every_rule_accepts_or_refuses_has_no_reason(database):
     assert judged(database, "SELECT kind FROM pet", gold) == (0.0, 0.0, None, None)
     assert judged(database, "SELECT nope FROM pet", gold) == (0.0, 0.0, None, None)
     assert lb.comparable(None, gold, database, DEFAULT_LIMITS, gold_steps=10, score=0.0, original_score=0.0,
-                         decided_on="original", outcome="no_query") == (0.0, 0.0, None, None)
+                         decided_on="original", outcome="no_query") == (0.0, 0.0, None, None, None)
 
 
 def test_distinct_left_out_is_the_official_rule_s_reason(database):
@@ -142,7 +142,7 @@ def test_a_neighbour_and_the_search_and_a_second_statement_are_named(database):
 def test_a_gold_that_fails_is_not_run_under_either_rule(database):
     got = lb.comparable("SELECT 1", "SELECT nope FROM pet", database, DEFAULT_LIMITS, gold_steps=100, score=0.0,
                         original_score=0.0, decided_on="original", outcome="mismatch")
-    assert got == (None, None, lb.NOT_RUN, lb.NOT_RUN)
+    assert got[:4] == (None, None, lb.NOT_RUN, lb.NOT_RUN) and got.answer is not None  # the answer ran
 
 
 # --- the grader's fields, through grade and the bundle -----------------------------------------------
@@ -157,6 +157,11 @@ def test_the_grader_gives_both_rules_beside_its_verdict(bundle_env):
     assert gold  # the fields exist on every graded answer
     right = grader.grade(output="SELECT count(*) FROM Owner", expected="SELECT count(*) FROM Owner")
     assert right["official_score"] == right["bird_score"] == 1.0
+    # The answer's key: the same rows, the same key, whatever the text; other rows, another.
+    again = grader.grade(output="SELECT count(1) FROM Owner", expected="SELECT count(*) FROM Owner")
+    assert right["answer"] == again["answer"] and len(right["answer"]) == 16
+    assert graded["answer"] not in (None, right["answer"])
+    assert grader.grade(output="SELECT nope FROM Owner", expected="SELECT count(*) FROM Owner")["answer"] is None
 
 
 # --- the bench family ---------------------------------------------------------------------------------

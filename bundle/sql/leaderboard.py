@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import collections
+import hashlib
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -54,12 +55,26 @@ _CUR_YEAR = re.compile(r"YEAR\s*\(\s*CURDATE\s*\(\s*\)\s*\)\s*", re.IGNORECASE)
 
 class Comparable(NamedTuple):
     """The two rules' verdicts (1.0 or 0.0; None when the rule's gold did not run) and, where a
-    verdict differs from the bundle's, the reason (one of this module's names), else None."""
+    verdict differs from the bundle's, the reason (one of this module's names), else None;
+    ``answer`` names the answer's rows on the original (``answer_key``; None: it did not run)."""
 
     official: float | None
     bird: float | None
     official_reason: str | None
     bird_reason: str | None
+    answer: str | None = None
+
+
+def answer_key(rows: Sequence[tuple], digits: int) -> str:
+    """16 hex digits naming a result as a bag of rows (order left out, numbers rounded to ``digits``
+    as the bundle compares them): two answers with the same rows have the same key, so that
+    majority voting over sampled answers (``report``) groups them.
+
+    >>> answer_key([(1, 'a'), (2.0, 'b')], 12) == answer_key([(2, 'b'), (1.0, 'a')], 12)
+    True
+    """
+    body = repr(sorted(sql_compare.normalize_rows(rows, digits))).encode("utf-8", "surrogateescape")
+    return hashlib.sha256(body).hexdigest()[:16]
 
 
 def remove_distinct(sql: str) -> str:
@@ -238,7 +253,8 @@ def comparable(sql: str | None, gold: str, database: str, limits: Limits, *, gol
         bird = float(bird_equal(gold_as_written.rows, pred_as_written.rows))
         bird_reason = None if bird == score else beyond if beyond and (bird == 1.0 or accepted) else \
             _bird_reason(bird, gold_as_written.rows, pred_as_written.rows, cells)
-    return Comparable(official, bird, official_reason, bird_reason)
+    answer = None if pred_as_written.rows is None else answer_key(pred_as_written.rows, int(limits.float_digits))
+    return Comparable(official, bird, official_reason, bird_reason, answer)
 
 
 def _beyond(score: float, original_score: float | None, decided_on: str) -> str | None:

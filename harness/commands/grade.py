@@ -4,10 +4,14 @@
                              [--search-cache DIR|off] [--ray auto|HOST:PORT [--ray-workers N] [--ray-shard-rows N]]
 
 Reads ``DATA/data/eval.jsonl`` and the stage's completions (default ``DATA/completions/STAGE.jsonl``;
-harness.common.completions says which line shapes are read, one completion per row), loads the zip
+harness.common.completions says which line shapes are read, one completion per row, or the same
+number n for every row: n samples, ``{"row_id": ..., "completions": [...]}``), loads the zip
 as the trainer does and runs the one grading path (harness.emulator.grader_job, the same as
 `emulate grader`): its ``grader`` once per row with the envelope. Writes per-row results
-(harness.common.results) to ``DATA/results/STAGE.jsonl``. An eval split that is not the one the
+(harness.common.results) to ``DATA/results/STAGE.jsonl``; with n samples a row, each row's first
+there and all n in ``STAGE.samples.jsonl`` (`report` gives pass@k and majority@k from it:
+harness.report.sampling). Each row carries, beside the bundle's verdict, the verdicts of Spider's
+official execution match and of BIRD's rule (``bundle/sql/leaderboard.py``). An eval split that is not the one the
 bundle was built with is refused; a row the bundle cannot score is kept with score null and its
 error, never a 0. The rows are graded on every core this process may use (``--workers N``;
 ``--workers 1``: in this process), each worker process loading the bundle once
@@ -32,9 +36,10 @@ from harness.commands import options
 from harness.common import bundle_zip, search_cache
 from harness.common.files import check_writable_file, sha256_file
 from harness.common.layout import GIVEN_COMPLETIONS, Prepared, require
-from harness.common.results import RowResult, write_results, write_results_meta
+from harness.common.results import RowResult, samples_path, write_results, write_results_meta
 from harness.emulator.main import job_grader
 from harness.raygrade import backend
+from harness.report import sampling
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_data(parser)
     options.add_zip(parser)
     parser.add_argument("--completions", type=Path, metavar="FILE",
-                        help="one model completion per eval row (default: DATA/completions/STAGE.jsonl)")
+                        help="one model completion per eval row, or n each (sampled generation: every row's first "
+                             "is graded into the results, all n beside them; default: DATA/completions/STAGE.jsonl)")
     options.add_output(parser, "the per-row results file to write (default: DATA/results/STAGE.jsonl)")
     options.add_grade_workers(parser)
     parser.add_argument("--search-cache", metavar="DIR|off",
@@ -69,11 +75,19 @@ def run(args: argparse.Namespace) -> int:
     before = search_cache.size(folder)[0] if folder is not None else 0
     if ray is None:
         with search_cache.keeping(folder):
-            document = job_grader(zip_path, prepared, completions, workers=workers)
+            document = job_grader(zip_path, prepared, completions, workers=workers, samples=True)
     else:
         document = backend.job_grader(zip_path, prepared, completions, options=ray, progress_stream=sys.stderr)
         print(options.ray_line(document["ray"]))
-    results = [RowResult(**r) for r in document["results"]]
+    graded = [RowResult(**r) for r in document["results"]]
+    n = document.get("samples", 1)
+    results = [r for r in graded if r.sample == 0]
+    kept = samples_path(target)
+    if n > 1:
+        write_results(kept, graded)
+        print(f"{n} completions a row: each row's first graded into {target}, all {len(graded)} into {kept}")
+    elif kept.exists():
+        kept.unlink()  # the samples of an earlier grading of this stage would stand beside other results
     write_results(target, results)
     write_results_meta(target, sha256_file(zip_path), sha256_file(prepared.split("eval")), len(results))
     summary = document["summary"]
@@ -83,7 +97,10 @@ def run(args: argparse.Namespace) -> int:
     scored = [r for r in results if r.scored]
     if scored:
         correct = sum(1 for r in scored if r.score == 1)
-        print(f"execution accuracy {correct / len(scored):.3f} ({correct}/{len(scored)} scored rows)")
+        print(f"execution accuracy {correct / len(scored):.3f} ({correct}/{len(scored)} scored rows)"
+              + sampling.comparable_line(scored))
+    if n > 1:
+        print(sampling.summary_line(sampling.figures(graded)))
     if ray is None and folder is not None:
         kept, size = search_cache.size(folder)
         print(f"search databases kept for the next stage: {kept:,} attempts ({size / 2**20:,.1f} MiB; "

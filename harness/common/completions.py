@@ -96,6 +96,16 @@ class Completions:
                              f"{len(row_ids)} rows; give one line per row or add row_id fields. " + OTHER_ROWS_FIX)
         return [self.positional[i] if i < len(self.positional) else [] for i in range(len(row_ids))]
 
+    def samples_per_row(self, row_ids: list[str]) -> list[list[str]]:
+        """The same number of completions for every row (one, or n sampled), in ``row_ids`` order."""
+        groups = self.for_rows(row_ids)
+        for row, group in zip(row_ids, groups):
+            if len(group) != len(groups[0]):
+                raise InputError(f"{self.path}: row {row_ids[0]} has {len(groups[0])} completions and row {row} "
+                                 f"{len(group)}; give every eval row the same number (one, or the n samples drawn "
+                                 "for each)")
+        return groups
+
     def one_per_row(self, row_ids: list[str]) -> list[str]:
         """Exactly one completion per row, in ``row_ids`` order (an evaluation answers each row once)."""
         groups = self.for_rows(row_ids)

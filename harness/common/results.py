@@ -5,7 +5,9 @@ Format (README, "Per-row results"), one line per row, in eval order::
     {"row_id": "eval-00000", "db_id": "concert_singer", "question": "...", "gold": "SELECT ...",
      "completion": "...", "sql": "SELECT ..." | null, "score": 1.0 | 0.0 | null,
      "outcome": "match", "detail": "same rows", "original_score": 1.0 | 0.0 | null,
-     "decided_on": "test suite"}
+     "decided_on": "test suite", "official_score": 1.0 | 0.0 | null, "bird_score": 1.0 | 0.0 | null,
+     "official_differs": null | "DISTINCT", "bird_differs": null | "duplicates", "answer": "3f0c..." | null,
+     "sample": 0}
 
 ``score`` is null exactly when the row is unscored (a gold or infrastructure error), as the trainer
 excludes such rows from its mean. It is the verdict under the bundle's semantics: with neighbour
@@ -15,6 +17,13 @@ is the original database's verdict alone, and ``decided_on`` names the database 
 `` (disputed gold: <id>)`` follows it on a row whose gold is disputed: ``RowResult.disputed``). Files
 written before neighbours lack the last two fields: read as ``original_score = score`` and
 ``decided_on = "original"``.
+``official_score`` and ``bird_score`` are the verdicts of Spider's official execution match and of
+BIRD's rule on the original database, computed by the bundle's grader (``bundle/sql/leaderboard.py``),
+and ``official_differs``/``bird_differs`` the reason each differs from ``score`` (null when it does
+not); files from before them, or graded by a bundle without them, read as null. ``answer`` names the
+answer's rows on the original database (the key majority voting groups by). ``sample`` numbers
+a row's completions when a stage was graded with several a row (``grade`` keeps them in
+``<stage>.samples.jsonl``; 0 otherwise).
 ``outcome`` is one of harness.common.outcomes.OUTCOMES. A stage's results live at
 ``results/<stage>.jsonl`` in the prepared folder (harness.common.layout).
 """
@@ -48,6 +57,12 @@ class RowResult:
     detail: str
     original_score: float | None = None
     decided_on: str = "original"
+    official_score: float | None = None
+    bird_score: float | None = None
+    official_differs: str | None = None
+    bird_differs: str | None = None
+    answer: str | None = None
+    sample: int = 0
 
     @property
     def scored(self) -> bool:
@@ -87,6 +102,13 @@ def write_results(path: str | os.PathLike, results: Iterable[RowResult]) -> None
     atomic_write_bytes(path, ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
 
 
+def samples_path(results: str | os.PathLike) -> Path:
+    """Where ``grade`` keeps every sample of a stage graded with several completions a row:
+    ``STAGE.samples.jsonl`` beside ``STAGE.jsonl`` (which holds each row's first)."""
+    results = Path(results)
+    return results.with_name(results.stem + ".samples.jsonl")
+
+
 def meta_path(results: str | os.PathLike) -> Path:
     """Where ``grade`` notes what a results file was graded with: ``STAGE.meta.json`` beside ``STAGE.jsonl``."""
     results = Path(results)
@@ -110,7 +132,8 @@ def read_results_meta(results: str | os.PathLike) -> dict | None:
 
 
 def read_results(path: str | os.PathLike) -> list[RowResult]:
-    """Read and validate a per-row results file; InputError names the file, line and problem."""
+    """Read and validate a per-row results file; InputError names the file, line and problem. A row
+    appears once, or once a sample (``sample`` 0, 1, ...: a samples file)."""
     path = Path(path)
     out, seen = [], set()
     for number, data in read_jsonl(path, "results file", "; regenerate it with `make grade STAGE=<stage>`"):
@@ -122,12 +145,19 @@ def read_results(path: str | os.PathLike) -> list[RowResult]:
         score = _score(data["score"], "score", path, number)
         if data["outcome"] not in OUTCOMES:
             raise InputError(f"{path}:{number}: outcome {data['outcome']!r} is not one of {', '.join(OUTCOMES)}")
-        if data["row_id"] in seen:
-            raise InputError(f"{path}:{number}: row {data['row_id']!r} appears twice")
-        seen.add(data["row_id"])
+        sample = data.get("sample", 0)
+        if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
+            raise InputError(f"{path}:{number}: sample {sample!r} is not a whole number from 0")
+        if (data["row_id"], sample) in seen:
+            raise InputError(f"{path}:{number}: row {data['row_id']!r}{f' sample {sample}' if sample else ''} "
+                             "appears twice")
+        seen.add((data["row_id"], sample))
         original = _score(data.get("original_score", score), "original_score", path, number)
+        others = {name: _score(data.get(name), name, path, number) for name in ("official_score", "bird_score")}
+        reasons = {name: str(data[name]) if data.get(name) is not None else None
+                   for name in ("official_differs", "bird_differs", "answer")}
         out.append(RowResult(**{f: data[f] for f in FIELDS}, original_score=original,
-                             decided_on=str(data.get("decided_on", "original"))))
+                             decided_on=str(data.get("decided_on", "original")), sample=sample, **others, **reasons))
     return out
 
 

@@ -91,7 +91,7 @@ def row_grader(loaded: LoadedBundle, function: str = "grader") -> Callable[[Spli
                     outcome, detail, sql, verdicts = _details(detail_fn, kwargs, call.score, outcome)
             return RowResult(row.id, db_of.get(row.id, ""), row.question, row.gold, completion, sql, call.score,
                              outcome or "crash", detail, verdicts.get("original_score", call.score),
-                             verdicts.get("decided_on", "original"))
+                             verdicts.get("decided_on", "original"), **verdicts.get("comparable", {}))
         except Exception as exc:
             raise row_failed(row.id, exc) from exc
 
@@ -109,7 +109,8 @@ def row_failed(row_id: str, exc: BaseException, where: str = "") -> UnexpectedEr
 def _details(detail_fn: Callable[..., Any], kwargs: dict, score: float | None,
              outcome: Outcome) -> tuple[Outcome, str, str | None, dict]:
     """(outcome, explanation, sql, both verdicts) from the bundle's ``grade``; a disagreement with the
-    score is said. The verdicts are ``original_score`` and ``decided_on`` where the bundle gives them."""
+    score is said. The verdicts are ``original_score``, ``decided_on`` and the leaderboards' (``comparable``)
+    where the bundle gives them."""
     try:
         info = detail_fn(**kwargs)
     except Exception as exc:  # the score stands; the missing details are explained instead
@@ -122,6 +123,7 @@ def _details(detail_fn: Callable[..., Any], kwargs: dict, score: float | None,
         verdicts["original_score"] = original
     if isinstance(info.get("decided_on"), str):
         verdicts["decided_on"] = info["decided_on"]
+    verdicts["comparable"] = _comparable(info)
     detail = str(info.get("explanation", ""))
     if info.get("score") != score:
         detail = f"INCONSISTENT: grade() scored {info.get('score')!r}, the function {score!r}; {detail}"
@@ -131,6 +133,19 @@ def _details(detail_fn: Callable[..., Any], kwargs: dict, score: float | None,
         detail = f"grade() named the outcome {named!r}, not one of the bundle's; {detail}"
         named = outcome
     return named, detail, sql if isinstance(sql, str) else None, verdicts
+
+
+def _comparable(info: dict) -> dict:
+    """The leaderboards' verdicts and reasons ``grade()`` gave (a bundle from before them gives none)."""
+    out: dict = {}
+    for name in ("official_score", "bird_score"):
+        value = info.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value in (0, 1):
+            out[name] = float(value)
+    for name in ("official_differs", "bird_differs", "answer"):
+        if isinstance(info.get(name), str):
+            out[name] = info[name]
+    return out
 
 
 def grader_summary(results: list[RowResult]) -> dict:

@@ -93,15 +93,26 @@ def grader_document(results: list[RowResult], started: float, **extra: object) -
 
 
 def job_grader(zip_path: Path, data: Prepared, completions_path: Path, *, function: str = "grader",
-               say: Say = lambda line: None, workers: int | None = None) -> dict:
+               say: Say = lambda line: None, workers: int | None = None, samples: bool = False) -> dict:
     """One grader call per eval row (harness.emulator.grader_job), with the evaluation summary; on
-    ``workers`` processes (default: every core this process may use, at most one a few rows)."""
-    rows, completions = eval_inputs(data, completions_path)
+    ``workers`` processes (default: every core this process may use, at most one a few rows).
+    ``samples``: a file may give every row the same number n of completions (sampled generation):
+    each is graded, the results row after row, each row's n in the file's order (``sample`` 0 to
+    n - 1), and the document says ``samples``: n."""
+    if samples:
+        rows = read_split(require(data.split("eval"), "the eval split"), "eval")
+        groups = read_completions(completions_path).samples_per_row([r.id for r in rows])
+        n = len(groups[0]) if groups else 1
+        rows, completions = [r for r in rows for _ in range(n)], [c for group in groups for c in group]
+    else:
+        rows, completions, n = *eval_inputs(data, completions_path), 1
     workers = grader_pool.default_workers(len(rows), usable_cores()) if workers is None else workers
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grader-") as run_dir, load_bundle(zip_path, run_dir) as loaded:
         results = grader_job.grade_split(loaded, rows, completions, function=function, say=say, workers=workers)
-    return grader_document(results, started, workers=grader_pool.workers_used(workers, len(rows)))
+    if n > 1:
+        results = [dataclasses.replace(r, sample=i % n) for i, r in enumerate(results)]
+    return grader_document(results, started, workers=grader_pool.workers_used(workers, len(rows)), samples=n)
 
 
 def job_verdicts(zip_path: Path, data: Prepared, completions_path: Path | None, *,

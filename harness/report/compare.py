@@ -25,8 +25,9 @@ from pathlib import Path
 
 from harness.common.errors import InputError
 from harness.common.layout import DEFAULT_DATA, Prepared
-from harness.common.results import RowResult, read_results, read_results_meta
+from harness.common.results import RowResult, read_results, read_results_meta, samples_path
 from harness.common.rows import read_split
+from harness.report import leaderboards, sampling
 from harness.report import stats as report_stats
 from harness.report.difficulty import LEVELS, DifficultyError, difficulty
 from harness.report.edits import Edit, EditCount, edits_between, tally
@@ -125,6 +126,9 @@ class Report:
     test_suite: bool = False  # some verdict was decided with neighbour databases: show both accuracies
     by_gold: Breakdown | None = None  # rows on disputed golds apart, when there are some
     rewards: tuple[RewardTrend, ...] = ()  # in stage order
+    leaderboards: tuple[leaderboards.StageRules, ...] = ()  # stages graded with the leaderboards' columns
+    without_leaderboards: tuple[str, ...] = ()  # stages graded before them
+    sampled: tuple[tuple[str, sampling.Sampled], ...] = ()  # stages graded with n samples a row
 
     def breakdowns(self) -> tuple[Breakdown, ...]:
         """The breakdowns to show, in order: difficulty, database, and disputed golds when any."""
@@ -177,6 +181,21 @@ def load_stages(specs: list[tuple[str, str]]) -> list[Stage]:
     order = {r.row_id: i for i, r in enumerate(stages[0].rows)}
     # every stage in the first file's row order, so rows pair up by position from here on
     return [dataclasses.replace(s, rows=tuple(sorted(s.rows, key=lambda r: order[r.row_id]))) for s in stages]
+
+
+def _sampled(stage: Stage) -> sampling.Sampled | None:
+    """pass@k and majority@k from the stage's samples file (``grade`` with n completions a row), or
+    None when it has none; InputError when that file answers other rows than the stage's results."""
+    path = samples_path(stage.path)
+    if not path.is_file():
+        return None
+    every = read_results(path)
+    firsts = {r.row_id: r for r in every if r.sample == 0}
+    if set(firsts) != {r.row_id for r in stage.rows} or any(firsts[r.row_id].score != r.score for r in stage.rows):
+        raise InputError(f"{path} ({stage.label}'s samples) does not hold the rows of {stage.path} as their first "
+                         f"samples: they were graded apart. Grade the stage again (`make grade STAGE={stage.label}`), "
+                         "or delete the samples file")
+    return sampling.figures(every)
 
 
 def check_generation(stages: list[Stage], data: Prepared) -> None:
@@ -338,7 +357,11 @@ def build_report(stages: list[Stage], baseline: str | None = None, *, alpha: flo
     disputed = [any(s.rows[i].disputed for s in stages) for i in range(len(stages[0].rows))]
     by_gold = (_breakdown("gold", [DISPUTED if d else UNDISPUTED for d in disputed], [DISPUTED, UNDISPUTED], flags)
                if any(disputed) else None)
+    rules = [(s.label, leaderboards.of_stage(s.label, s.rows)) for s in stages]
     return Report(rows=len(stages[0].rows), baseline=baseline, alpha=alpha, test=test, stages=summaries,
+                  leaderboards=tuple(r for _, r in rules if r is not None),
+                  without_leaderboards=tuple(label for label, r in rules if r is None),
+                  sampled=tuple((s.label, f) for s, f in ((s, _sampled(s)) for s in stages) if f is not None),
                   comparisons=comparisons,
                   by_level=_breakdown("difficulty", levels, list(LEVELS) + [UNCLASSIFIED], flags),
                   by_database=_breakdown("database", dbs, sorted(set(dbs)), flags), test_suite=test_suite,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from harness.report import charts
+from harness.report import charts, leaderboards, sampling
 from harness.report.compare import Breakdown, ChangedRow, Comparison, OriginalOnly, Report
 from harness.report.stats import Accuracy, format_p
 from harness.report.training_tables import REWARD_HEADING, edit_caption, edit_list, edit_rows, edit_title, reward_rows, reward_sentence
@@ -97,9 +97,47 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+LEADERBOARD_HEADING = "Scores comparable with the leaderboards"
+SAMPLED_HEADING = "Several completions a row: pass@k and majority@k"
+
+
+def sampled_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    """One row per sampled stage: n, its rows, the first samples' accuracy, then pass@k and majority@k."""
+    headers = ["stage", "samples a row", "rows", "first sample", "pass@k", "majority@k"]
+    rows = []
+    for label, f in report.sampled:
+        left = f" ({f.left_out} left out: an unscored sample)" if f.left_out else ""
+        rows.append([label, str(f.n), f"{f.rows}{left}", "-" if f.first is None else f"{f.first:.3f}",
+                     ", ".join(f"@{k} {v:.3f}" for k, v in f.pass_at),
+                     ", ".join(f"@{k} {v:.3f}" for k, v in f.majority_at)])
+    return headers, rows
+
+
+def _other_sections(report: Report, table, show: int | None) -> list[str]:
+    """The leaderboards' table with the rows apart (the first ``show`` a stage; None: all), and the
+    sampled stages' table, each under its heading (``table`` renders headers and rows)."""
+    parts: list[str] = []
+    if report.leaderboards:
+        parts += ["", LEADERBOARD_HEADING, "", leaderboards.CAPTION, "", table(*leaderboards.table(report.leaderboards))]
+        if report.without_leaderboards:
+            parts.append(f"Graded before these columns existed (grade them again to have them): "
+                         f"{', '.join(report.without_leaderboards)}.")
+        for stage in report.leaderboards:
+            if stage.apart:
+                shown = stage.apart if show is None else stage.apart[:show]
+                parts += ["", f"Rows where a rule parts from the bundle, {stage.label}: {len(stage.apart)}", "",
+                          table(*leaderboards.apart_table(shown))]
+                if len(shown) < len(stage.apart):
+                    parts.append(f"... {len(stage.apart) - len(shown)} more (see --markdown or --html)")
+    if report.sampled:
+        parts += ["", SAMPLED_HEADING, "", sampling.CAPTION, "", table(*sampled_rows(report))]
+    return parts
+
+
 def terminal(report: Report, *, show_changed: int = 5) -> str:
     """The report as plain text: tables, then up to ``show_changed`` changed rows per list."""
     parts = [_heading(report), "", _table(*summary_rows(report))]
+    parts += _other_sections(report, _table, show_changed)
     if report.rewards:
         parts += ["", REWARD_HEADING, _table(*reward_rows(report))]
         parts += [reward_sentence(report, item) for item in report.rewards]
@@ -160,6 +198,8 @@ def _changed_table(report: Report, comp: Comparison, rows: tuple[ChangedRow, ...
 def markdown(report: Report) -> str:
     """The report as Markdown (GitHub tables), every changed row included."""
     parts = ["# Evaluation report", "", _heading(report) + ".", "", _md_table(*summary_rows(report))]
+    parts += [f"## {p}" if p in (LEADERBOARD_HEADING, SAMPLED_HEADING) else p
+              for p in _other_sections(report, _md_table, None)]
     if report.rewards:
         parts += ["", f"## {REWARD_HEADING}", "", _md_table(*reward_rows(report)), ""]
         parts += [f"- {_md_cell(reward_sentence(report, item))}" for item in report.rewards]
@@ -219,6 +259,13 @@ def html_page(report: Report) -> str:
              "(Wilson) intervals; rows gained and lost against the baseline, with the paired p."
              "</figcaption></figure>"]
     parts += _html_rewards(report)
+    for part in _other_sections(report, _html_table, None):
+        if part in (LEADERBOARD_HEADING, SAMPLED_HEADING):
+            parts.append(f"<h2>{html.escape(part)}</h2>")
+        elif part.startswith("<table>"):
+            parts.append(part)
+        elif part:
+            parts.append(f"<h3>{html.escape(part)}</h3>" if part.startswith("Rows where") else f"<p>{html.escape(part)}</p>")
     for breakdown in report.breakdowns():
         parts += [f"<h2>By {html.escape(breakdown.title)}</h2>", _html_table(*breakdown_rows(report, breakdown))]
     for comp in report.comparisons:
