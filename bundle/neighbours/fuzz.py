@@ -29,6 +29,7 @@ import sqlite3
 
 from . import invariants as inv
 from . import proof as neighbour_proof
+from . import thin
 from .keep import Keeper
 from .links import repair
 from .plan import DROP, ColumnPlan
@@ -85,7 +86,10 @@ class Fuzzer(Keeper):
 
     def _size(self, name: str, made: dict[str, list[list]], draw: Draw) -> int:
         facts, focus = self.facts[name], self.focus
-        if not facts.rows:
+        if self.thin:  # a thin database's tables get rows enough for its golds to return some
+            low, high = thin.THIN_SIZES
+            n = min(focus.max_rows, low + draw.below(high - low))
+        elif not facts.rows:
             n = 3 + draw.below(6)  # an empty table gets a few rows: its golds can then return some
         else:
             n = max(3, min(focus.max_rows, round(facts.rows * draw.uniform(*focus.scale))))
@@ -168,6 +172,8 @@ class Fuzzer(Keeper):
                 value = draw.choice(columns[j].special) if j is not None else None
                 if j is not None and value not in self.holders[name][j] and draw.chance(self.focus.special_share):
                     out.append((draw.choice(sample), {**new, **{k: MADE_UP for k in names}, j: value}))
+                elif self.thin:  # a thin table's few entities cannot fill it: new ones, their names made up
+                    out.append((draw.choice(sample) if sample else None, {**new, **{k: MADE_UP for k in names}}))
                 continue
             if special and draw.chance(self.focus.redraw * self.focus.special_share):
                 j = draw.choice(special)

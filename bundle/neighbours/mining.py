@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 
+from . import thin
 from .invariants import (
     DEPENDENCY_MIN_ROWS,
     DEPENDENCY_SUPPORT,
@@ -32,14 +33,16 @@ from .invariants import (
 
 
 def mine(conn: sqlite3.Connection) -> Profile:
-    """Every invariant the database behind ``conn`` shows (the module docstring's list)."""
+    """Every invariant the database behind ``conn`` shows (the module docstring's list); of a thin
+    database, only those its schema declares (``neighbours.thin.loosen``)."""
     facts = tuple(_table_facts(conn, name) for name in table_names(conn))
     declared, dropped = _declared(conn, facts)
     links = declared + _inclusions(conn, facts, declared)
     rows = {t.name: t.rows for t in facts}
     links = [dataclasses.replace(k, total=rows[k.parent] > 0 and _scalar(conn, unreferenced_sql(k)) == 0)
              for k in links]
-    return Profile(tuple(_as_linked(conn, t, links) for t in facts), tuple(links), tuple(dropped))
+    profile = Profile(tuple(_as_linked(conn, t, links) for t in facts), tuple(links), tuple(dropped))
+    return thin.loosen(conn, profile) if thin.thin_profile(profile) else profile  # what two rows show by chance
 
 
 def _as_linked(conn: sqlite3.Connection, table: TableFacts, links: list[Link]) -> TableFacts:

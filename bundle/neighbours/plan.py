@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import invariants as inv
+from . import thin
 from . import values as nv
 from .source import Draw, Focus, Original, OriginalTable
 
@@ -46,6 +47,7 @@ class Plan:
 
     def __init__(self, original: Original, profile: inv.Profile, focus: Focus) -> None:
         self.original, self.profile, self.focus = original, profile, focus
+        self.thin = thin.thin_profile(profile)  # tables of a few rows at most: filled from values of their types
         self._positions: dict[tuple[str, str], int] = {}  # (table, column as named) -> its index (``_index``)
         self.facts = {t.name: profile.table(t.name) for t in original.tables}
         self.sample = {t.name: t.rows for t in original.tables}
@@ -141,8 +143,13 @@ class Plan:
         return list(self._derived(("pool", table, j, facts), self._sample_values, table, j, facts))
 
     def _sample_values(self, table: str, j: int, facts: inv.ColumnFacts) -> tuple:
-        return tuple(ordered(nv.stored(r[j], facts.declared) for r in self.sample[table]
-                             if r[j] is not None and nv.fits(facts, r[j])))
+        found = ordered(nv.stored(r[j], facts.declared) for r in self.sample[table]
+                        if r[j] is not None and nv.fits(facts, r[j]))
+        if self.thin:  # two values, or none, cannot fill a table: values of the column's type beside them
+            found = ordered(v for v in (nv.stored(w, facts.declared) for w in
+                                        thin.widened(facts.kinds, facts.declared, facts.shapes, found))
+                            if v is not None and nv.fits(facts, v))
+        return tuple(found)
 
     def _share_link_literals(self) -> None:
         """A literal compared with a child column is offered to its parent column too (it must exist there)."""

@@ -30,6 +30,7 @@ from ..sql import leaderboard
 from ..sql import verdict as verify_mod
 from . import disputed as scoring_disputed
 from . import index as bundle_index
+from . import thin_rows
 
 COMPLETION_KEYS = ("solution_str", "output", "completion", "response")
 GOLD_KEYS = ("ground_truth", "expected", "gold", "reference", "solution", "answer", "query", "sql")
@@ -249,11 +250,14 @@ def reward_call(call: RowCall, root: str | None = None) -> Reward:
 
 def _verdict(call: RowCall, limits: Limits, data: bundle_index.BundleData, caller: str) -> verify_mod.Verdict:
     plan = _plan(data, call, limits, caller)
-    verdict = _checked(_verify(call, plan, limits, data), plan.resolved)
+    resolved = plan.resolved
+    verdict = thin_rows.unpaid(_checked(_verify(call, plan, limits, data), resolved), resolved.db_id, resolved.path,
+                               resolved.sha256, plan.neighbours)
     for number, other in enumerate(plan.alternatives, 1):
         if verdict.outcome == verify_mod.MATCH or verdict.score is None:
             break
-        found = _checked(_verify(call, other, limits, data), other.resolved)
+        found = thin_rows.unpaid(_checked(_verify(call, other, limits, data), other.resolved), resolved.db_id,
+                                 resolved.path, resolved.sha256, other.neighbours)
         if found.outcome == verify_mod.MATCH:
             return dataclasses.replace(found, accepted=other.resolved.gold, detail=(
                 f"{found.detail}; it matches accepted answer {number} of the disputed gold, not the gold: "

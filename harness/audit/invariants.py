@@ -16,12 +16,12 @@ same kind of data: the original's schema with every invariant the original's dat
 >>> path = os.path.join(tempfile.mkdtemp(), "s.sqlite")
 >>> with sqlite3.connect(path) as c: _ = c.executescript(
 ...     "CREATE TABLE p(id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE c(pid INT REFERENCES p(id), v INT);"
-...     "INSERT INTO p VALUES (1, 'a'), (2, 'b'); INSERT INTO c VALUES (1, 5), (2, 5);")
+...     "INSERT INTO p VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd'); INSERT INTO c VALUES (1, 5), (2, 5), (3, 5), (4, 5);")
 >>> facts = mine(path)
 >>> [str(i) for i in facts]
 ['unique p.id', 'not null p.id', 'unique p.name', 'not null p.name', 'unique c.pid', 'not null c.pid', \
 'not null c.v', 'foreign key c.pid -> p.id', 'referenced p.id <- c.pid']
->>> with sqlite3.connect(path) as c: _ = c.execute("INSERT INTO p VALUES (3, 'a')")
+>>> with sqlite3.connect(path) as c: _ = c.execute("INSERT INTO p VALUES (5, 'a')")
 >>> [str(i) for i in broken(facts, path)]
 ['unique p.name', 'referenced p.id <- c.pid']
 """
@@ -32,6 +32,8 @@ import dataclasses
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
+
+from bundle.neighbours import thin as neighbour_thin
 
 UNIQUE, NOT_NULL, FOREIGN_KEY, REFERENCED = "unique", "not null", "foreign key", "referenced"
 
@@ -88,27 +90,31 @@ def _holds(conn: sqlite3.Connection, invariant: Invariant) -> bool:
         return False
 
 
-def _column_facts(conn: sqlite3.Connection, table: str, keep_repeatable: frozenset[str]) -> list[Invariant]:
+def _column_facts(conn: sqlite3.Connection, table: str, keep_repeatable: frozenset[str],
+                  thin: bool = False) -> list[Invariant]:
     info = conn.execute(f"PRAGMA table_info({quote(table)})").fetchall()
     key = [r[1] for r in info if r[5]]
     rows = conn.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()[0]
+    declared = neighbour_thin.declared_unique(conn, table) if thin else set()
     out = []
     for r in info:
         name = r[1]
         present, distinct = conn.execute(f"SELECT count({quote(name)}), count(DISTINCT {quote(name)}) "
                                          f"FROM {quote(table)}").fetchone()
-        if present == distinct and (present > 1 or key == [name]) and name.lower() not in keep_repeatable:
+        # of a thin database, only a column the schema declares unique (two distinct values are chance)
+        chance = present == distinct and (present > 1 or key == [name]) and not thin
+        if (chance or name.lower() in declared) and present == distinct and name.lower() not in keep_repeatable:
             out.append(Invariant(UNIQUE, table, name))
         if rows and present == rows:
             out.append(Invariant(NOT_NULL, table, name))
     return out
 
 
-def _key_facts(conn: sqlite3.Connection, table: str) -> list[Invariant]:
+def _key_facts(conn: sqlite3.Connection, table: str, thin: bool = False) -> list[Invariant]:
     out = []
     for fk in conn.execute(f"PRAGMA foreign_key_list({quote(table)})").fetchall():
         parent, column, parent_column = fk[2], fk[3], fk[4] or fk[3]
-        for kind in (FOREIGN_KEY, REFERENCED):
+        for kind in (FOREIGN_KEY,) if thin else (FOREIGN_KEY, REFERENCED):  # thin: both parents referenced by chance
             invariant = Invariant(kind, table, column, parent, parent_column)
             if _holds(conn, invariant) and (kind == FOREIGN_KEY or _has_rows(conn, parent)):
                 out.append(invariant)
@@ -124,13 +130,16 @@ def _has_rows(conn: sqlite3.Connection, table: str) -> bool:
 
 def mine(path: str | Path, repeatable: Iterable[str] = ()) -> tuple[Invariant, ...]:
     """The invariants of the database at ``path``; ``repeatable``: column names (any case) left
-    out of ``unique`` because a gold needs them repeated."""
+    out of ``unique`` because a gold needs them repeated. Of a thin database (``bundle.neighbours.thin``),
+    only a column the schema declares unique is, and no parent need stay referenced: two rows show
+    both by chance, and the neighbours keep neither."""
     keep_repeatable = frozenset(name.lower() for name in repeatable)
     conn = _connect(path)
     try:
         tables = _tables(conn)
-        facts = [f for t in tables for f in _column_facts(conn, t, keep_repeatable)]
-        return tuple(facts + [f for t in tables for f in _key_facts(conn, t)])
+        thin = neighbour_thin.is_thin(conn.execute(f"SELECT count(*) FROM {quote(t)}").fetchone()[0] for t in tables)
+        facts = [f for t in tables for f in _column_facts(conn, t, keep_repeatable, thin)]
+        return tuple(facts + [f for t in tables for f in _key_facts(conn, t, thin)])
     finally:
         conn.close()
 

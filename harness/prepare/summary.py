@@ -16,7 +16,7 @@ import json
 from bundle.search import difference as difference_search
 from harness.common import prompts
 from harness.common.errors import InputError
-from harness.prepare import splits
+from harness.prepare import splits, thin_summary
 
 FORMAT = "spider-scoring-prepare-summary"
 VERSION = 1
@@ -110,6 +110,9 @@ def neighbours(built: dict, index: dict, chosen: tuple[str, ...]) -> dict:
         why = {h.neighbour: h.why for h in d.hidden if h.neighbour is not None}
         per_db[db_id]["relaxed"] = [{"neighbour": k + 1, **r.to_json(), "why": why.get(k + 1, "")}
                                     for k, items in sorted(d.relaxed.items()) for r in items]
+        thin = thin_summary.section(d, index.get("rows") or [])
+        if thin is not None:  # a thin database only (docs/neighbours.md, "Thin databases")
+            per_db[db_id]["thin"] = thin
     total = {key: sum(v[key] for v in per_db.values())
              for key in ("kept", "bytes", "look_alikes", "separated", "constants", "constants_separated")}
     return {"splits": list(chosen), "databases": per_db, "total": total, "hidden": hidden_section(built)}
@@ -300,6 +303,7 @@ def render(summary: dict) -> str:
     lines.append(_render_neighbours(summary.get("neighbours") or {}))
     lines.extend(_render_hidden(summary.get("neighbours") or {}))
     lines.extend(_render_chance(summary.get("neighbours") or {}))
+    lines.extend(thin_summary.render(summary.get("neighbours") or {}))
     lines.extend(_render_audit(summary.get("audit")))
     if summary["shared_golds"]:
         verb = "kept" if settings["keep_shared_golds"] else "left out"
