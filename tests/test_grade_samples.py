@@ -31,7 +31,7 @@ def test_n_samples_a_row_are_all_graded_and_give_pass_and_majority_at_k(data, ca
     # Even rows: wrong, right, right, wrong (c = 2); odd rows: fails, right, wrong, wrong again (c = 1).
     write_samples(data, "sampled", [[WRONG, g, g, OTHER_WRONG] if i % 2 == 0 else [FAILS, g, WRONG, WRONG]
                                     for i, g in enumerate(rows)])
-    assert main(["grade", "--data", str(data), "--stage", "sampled"]) == 0
+    assert main(["grade", "--data", str(data), "--stage", "sampled", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     first = read_results(data / "results" / "sampled.jsonl")
     every = read_results(samples_path(data / "results" / "sampled.jsonl"))
@@ -50,7 +50,7 @@ def test_n_samples_a_row_are_all_graded_and_give_pass_and_majority_at_k(data, ca
     assert "4 completions a row" in out and "pass@2 0.667" in out and "majority@4 0.500" in out
     # Graded again with one completion a row, the samples of the earlier grading are not left beside it.
     (data / "completions" / "sampled.jsonl").write_text("".join(json.dumps(g) + "\n" for g in rows))
-    assert main(["grade", "--data", str(data), "--stage", "sampled"]) == 0
+    assert main(["grade", "--data", str(data), "--stage", "sampled", "--workers", "1"]) == 0
     assert not samples_path(data / "results" / "sampled.jsonl").exists()
 
 
@@ -82,7 +82,7 @@ def test_the_leaderboards_columns_are_in_the_results_and_their_line(data, capsys
     rows = golds(data / "data" / "eval.jsonl")
     (data / "completions").mkdir(exist_ok=True)
     (data / "completions" / "gold.jsonl").write_text("".join(json.dumps(g) + "\n" for g in rows))
-    assert main(["grade", "--data", str(data), "--stage", "gold"]) == 0
+    assert main(["grade", "--data", str(data), "--stage", "gold", "--workers", "1"]) == 0
     results = read_results(data / "results" / "gold.jsonl")
     assert {(r.official_score, r.bird_score) for r in results} == {(1.0, 1.0)}
     assert "Spider's official rule 1.000, BIRD's rule 1.000 on the original database" in capsys.readouterr().out
