@@ -23,7 +23,7 @@ from bundle.scoring import thin_rows
 from conftest import BUNDLE_SRC, default_scoring_env
 from harness.audit import invariants as audit_invariants
 from harness.bench.thin_corpus import thin as thin_corpus
-from harness.prepare import bundle_data, pack, thin_summary
+from harness.prepare import bundle_data, pack, splits, thin_summary
 from harness.prepare.neighbours import attach, distil
 
 NOWHERE = "SELECT name FROM Pet WHERE weight > 10 AND weight < 5"  # no rows on any database
@@ -201,3 +201,15 @@ def test_no_spider_database_with_rows_is_thin(spider_dir):
         if thin.is_thin(counts) and any(counts):
             thin_ones.append(path.stem)
     assert thin_ones == []
+
+
+def test_rl_keeps_a_thin_databases_empty_golds_and_leaves_out_anothers(corpus):
+    """An empty gold is a free reward on one database; on a thin one the neighbours give it rows."""
+    empty = {"db_id": "pets_club", "question": "Owners in Leeds?", "query": GOLDS[0]}
+    picked = {}
+    for name in ("two", "full"):
+        rules = splits.Rules(splits.Catalog({"pets_club": corpus[name]}, 1000), splits.GoldChecker())
+        found = splits.select([empty if name == "two" else {**empty, "query": NOWHERE}], [], splits.Sizes(0, 1, 0),
+                              rules)
+        picked[name] = [r.gold for r in found.rl]
+    assert picked == {"two": [GOLDS[0]], "full": []}

@@ -2,7 +2,9 @@
 
 * ``train``: the first ``train`` usable rows of the API's train split, in order;
 * ``rl``: the next ``rl`` usable train rows (questions SFT never saw); rows whose gold returns no
-  rows are left out (any query returning nothing would match them: a free reward) unless kept, and
+  rows are left out (any query returning nothing would match them: a free reward) unless kept or
+  on a thin database (its neighbours give the gold rows; where none does, the bundle never pays
+  an empty answer: docs/neighbours.md, "Thin databases"), and
   so are rows whose gold is disputed (harness.prepare.disputed: the reward would pay its mistake)
   unless kept;
 * ``eval``: the first ``eval`` usable validation rows, on databases no train or rl row uses; a
@@ -29,6 +31,8 @@ from pathlib import Path
 
 from bundle import verify as bundle_verify
 from bundle.contract.limits import DEFAULT_LIMITS, Limits
+from bundle.neighbours import invariants as neighbour_invariants
+from bundle.neighbours import thin as neighbour_thin
 from bundle.scoring.index import normalize_gold
 from bundle.sql import guard as sql_guard
 from bundle.sql.compare import ResultShape
@@ -84,6 +88,7 @@ class Catalog:
         self.files = dict(files)
         self.max_schema = max_schema
         self._loaded: dict[str, Database] = {}
+        self._thin: dict[str, bool] = {}
 
     @classmethod
     def from_folder(cls, folder: str | Path, max_schema: int) -> Catalog:
@@ -110,6 +115,20 @@ class Catalog:
                 raise InputError(f"database {db_id!r} at {path} is not a readable SQLite file ({exc}): "
                                  "replace it with the file from the Spider archive") from None
             self._loaded[db_id] = found
+        return found
+
+    def thin(self, db_id: str) -> bool:
+        """Whether a database known to be there is thin (``bundle.neighbours.thin``: no table above a
+        few rows), read once."""
+        found = self._thin.get(db_id)
+        if found is None:
+            conn = neighbour_invariants.open_read_only(str(self.files[db_id]))
+            try:
+                found = neighbour_thin.is_thin(conn.execute(f"SELECT count(*) FROM {neighbour_invariants.quote(t)}")
+                                               .fetchone()[0] for t in neighbour_invariants.table_names(conn))
+            finally:
+                conn.close()
+            self._thin[db_id] = found
         return found
 
     def schema(self, db_id: str) -> tuple[str, ...]:
@@ -226,8 +245,8 @@ class Rules:
         status = self.golds.check(database, row.gold)
         if status == "fails":
             return SKIP_GOLD_FAILS
-        if status == "empty" and rl and not self.keep_empty_gold:
-            return SKIP_GOLD_EMPTY
+        if status == "empty" and rl and not self.keep_empty_gold and not self.catalog.thin(row.db_id):
+            return SKIP_GOLD_EMPTY  # on a thin database the neighbours give it rows (or it is never paid)
         if rl and not self.keep_disputed and self.disputed_id(row) is not None:
             return SKIP_GOLD_DISPUTED
         return None
