@@ -24,9 +24,8 @@ from ..contract.errors import CallArgumentsError, DatabaseUnavailableError, Gold
 from ..contract.limits import Limits, limits_from_env
 from ..search import counterexample as neighbour_search
 from ..search import difference as difference_search
-from ..sql import gold_results
+from ..sql import gold_results, leaderboard
 from ..sql import guard as sql_guard
-from ..sql import leaderboard
 from ..sql import verdict as verify_mod
 from . import disputed as scoring_disputed
 from . import index as bundle_index

@@ -231,6 +231,7 @@ def comparable(sql: str | None, gold: str, database: str, limits: Limits, *, gol
     cells = _Cells(int(limits.compare_max_cells))
 
     official: float | None
+    official_reason: str | None
     if official_gold.rows is None:
         official, official_reason = None, NOT_RUN
     elif official_pred.rows is None:
@@ -245,6 +246,7 @@ def comparable(sql: str | None, gold: str, database: str, limits: Limits, *, gol
                              ordered, distinct, cells)
 
     bird: float | None
+    bird_reason: str | None
     if gold_as_written.rows is None:
         bird, bird_reason = None, NOT_RUN
     elif pred_as_written.rows is None:

@@ -30,8 +30,20 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.bench import (budget, calls, cost, difference, grader, groups, hardening, labels, leaderboard, neighbours,
-                           prepare_time, published)
+from harness.bench import (
+    budget,
+    calls,
+    cost,
+    difference,
+    grader,
+    groups,
+    hardening,
+    labels,
+    leaderboard,
+    neighbours,
+    prepare_time,
+    published,
+)
 from harness.bench.evaluator import Evaluator
 from harness.common.errors import InputError
 

@@ -82,12 +82,12 @@ def run(args: argparse.Namespace) -> int:
     graded = [RowResult(**r) for r in document["results"]]
     n = document.get("samples", 1)
     results = [r for r in graded if r.sample == 0]
-    kept = samples_path(target)
+    samples_file = samples_path(target)
     if n > 1:
-        write_results(kept, graded)
-        print(f"{n} completions a row: each row's first graded into {target}, all {len(graded)} into {kept}")
-    elif kept.exists():
-        kept.unlink()  # the samples of an earlier grading of this stage would stand beside other results
+        write_results(samples_file, graded)
+        print(f"{n} completions a row: each row's first graded into {target}, all {len(graded)} into {samples_file}")
+    elif samples_file.exists():
+        samples_file.unlink()  # the samples of an earlier grading of this stage would stand beside other results
     write_results(target, results)
     write_results_meta(target, sha256_file(zip_path), sha256_file(prepared.split("eval")), len(results))
     summary = document["summary"]

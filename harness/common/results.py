@@ -35,6 +35,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from harness.common.errors import InputError
 from harness.common.files import atomic_write_bytes
@@ -153,8 +154,8 @@ def read_results(path: str | os.PathLike) -> list[RowResult]:
                              "appears twice")
         seen.add((data["row_id"], sample))
         original = _score(data.get("original_score", score), "original_score", path, number)
-        others = {name: _score(data.get(name), name, path, number) for name in ("official_score", "bird_score")}
-        reasons = {name: str(data[name]) if data.get(name) is not None else None
+        others: dict[str, Any] = {name: _score(data.get(name), name, path, number) for name in ("official_score", "bird_score")}
+        reasons: dict[str, Any] = {name: str(data[name]) if data.get(name) is not None else None
                    for name in ("official_differs", "bird_differs", "answer")}
         out.append(RowResult(**{f: data[f] for f in FIELDS}, original_score=original,
                              decided_on=str(data.get("decided_on", "original")), sample=sample, **others, **reasons))

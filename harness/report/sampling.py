@@ -27,7 +27,6 @@ from collections.abc import Sequence
 
 from harness.common.results import RowResult
 
-
 CAPTION = ("pass@k: the chance that one of k samples of a row's n is right (the unbiased estimator, averaged over "
            "rows); majority@k: the verdict of the answer most of a row's first k samples give (grouped by their rows "
            "on the original database). The stage's accuracy above is each row's first sample: put the greedy "
