@@ -18,6 +18,11 @@ BASE_IMAGE ?= python:3.11-slim
 # else the datasets-server API) and the sizes.
 SPIDER_DATABASES ?=
 SPIDER_QUESTIONS ?=
+# Another corpus (docs/preparing.md, "Other corpora"): a question file in Spider's or BIRD's shape, and the file of
+# its eval split when it names one (else eval is on the question file's last databases, held out of training).
+# Its shape and field names, more database folders: PREPARE_ARGS="--question-field ... --databases DIR".
+QUESTIONS_FILE ?=
+EVAL_FILE ?=
 ROWS ?= 2000
 RL_ROWS ?= 600
 EVAL_ROWS ?= 300
@@ -38,7 +43,7 @@ DEMO ?= out/demo
 # makes ./my and ./out), targets that are not the files meant and split arguments: refuse it before
 # anything runs. (The harness itself takes any path: python3 -m harness COMMAND --data "my out".)
 space := $(subst ,, )
-$(foreach v,OUT ZIP DEMO SPIDER_DATABASES SPIDER_QUESTIONS SPIDER_DATA COMPLETIONS GRADER_COMPLETIONS EVALUATOR,$(if $(word 2,$($(v))),$(error \
+$(foreach v,OUT ZIP DEMO SPIDER_DATABASES SPIDER_QUESTIONS QUESTIONS_FILE EVAL_FILE SPIDER_DATA COMPLETIONS GRADER_COMPLETIONS EVALUATOR,$(if $(word 2,$($(v))),$(error \
 	$(v)="$($(v))": make cannot use a path with a space. Give one without, e.g. $(v)=$(subst $(space),-,$(strip \
 	$($(v)))) (for an input you cannot rename, a link: ln -s "$(strip $($(v)))" NEW-PATH); or run the harness \
 	itself, which takes any path: python3 -m harness COMMAND --help)))
@@ -174,10 +179,11 @@ define set-prepared-from
 	@if cmp -s $(PREPARED_FROM).new $(PREPARED_FROM); then rm $(PREPARED_FROM).new; else mv $(PREPARED_FROM).new $(PREPARED_FROM); fi
 endef
 
-BUNDLE_FLAGS = --databases $(SPIDER_DATABASES) $(if $(SPIDER_QUESTIONS),--questions $(SPIDER_QUESTIONS)) --rows $(ROWS) \
+BUNDLE_FLAGS = --databases $(SPIDER_DATABASES) $(if $(SPIDER_QUESTIONS),--questions $(SPIDER_QUESTIONS)) \
+	$(if $(QUESTIONS_FILE),--questions-file $(QUESTIONS_FILE)) $(if $(EVAL_FILE),--eval-file $(EVAL_FILE)) --rows $(ROWS) \
 	--rl-rows $(RL_ROWS) --eval-rows $(EVAL_ROWS) $(PREPARE_ARGS)
 
-bundle: setup ## prepare $(OUT)/data/{train,rl,eval}.jsonl and the staged $(OUT)/bundle from Spider (SPIDER_DATABASES, SPIDER_QUESTIONS, ROWS, RL_ROWS, EVAL_ROWS)
+bundle: setup ## prepare $(OUT)/data/{train,rl,eval}.jsonl and the staged $(OUT)/bundle from Spider (SPIDER_DATABASES, SPIDER_QUESTIONS, ROWS, RL_ROWS, EVAL_ROWS) or another corpus (QUESTIONS_FILE, EVAL_FILE)
 	@test -n "$(SPIDER_DATABASES)" || { echo "make bundle: $(NO_SPIDER)" >&2; exit 2; }
 	@test -d "$(SPIDER_DATABASES)" || { echo "make bundle: SPIDER_DATABASES=$(SPIDER_DATABASES) is not a folder. $(NO_SPIDER)" >&2; exit 2; }
 	$(call set-prepared-from,$(BUNDLE_FLAGS))
@@ -204,7 +210,7 @@ $(PREPARED_FROM):
 	@echo "nothing is prepared in $(OUT) yet. $(NO_SPIDER)" >&2; exit 2
 endif
 
-$(PREPARED): $(PREPARED_FROM) $(BUNDLE_SOURCES) $(PREPARE_SOURCES) | setup
+$(PREPARED): $(PREPARED_FROM) $(BUNDLE_SOURCES) $(PREPARE_SOURCES) $(wildcard $(QUESTIONS_FILE) $(EVAL_FILE)) | setup
 	$(HARNESS) prepare $(or $(strip $(WANT_PREPARED_FROM)),$$(cat $(PREPARED_FROM))) --output $(OUT)
 
 # --- the zip, the images, verification --------------------------------------------------------------

@@ -18,7 +18,8 @@ from harness.common.interrupts import interrupt_on_signals, signal_of
 
 # command name -> (module, one-line help). Keep sorted by the order a user meets them.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "prepare": ("harness.commands.prepare", "Spider rows (datasets-server API, cached) to train/rl/eval JSONL and the staged bundle data"),
+    "prepare": ("harness.commands.prepare", "questions (Spider's files or datasets-server API; any file in Spider's or BIRD's shape) "
+                "to train/rl/eval JSONL and the staged bundle data"),
     "pack": ("harness.commands.pack", "zip the staged bundle reproducibly from an explicit file list; print SHA-256 and sizes"),
     "audit": ("harness.commands.audit", "which rows a degenerate answer (empty, constant, one edit of the gold) is paid on, "
               "by the bundle as the trainer calls it"),

@@ -189,9 +189,11 @@ def _prepared_from(folder: Path, flags: str) -> None:
     ("bundle", "--databases {db} --rows 2000 --rl-rows 600 --eval-rows 300", [], None),
     ("bundle", "--databases {db} --rows 2000 --rl-rows 600 --eval-rows 300", ["SPIDER_QUESTIONS=/data/spider"],
      "prepare --databases {db} --questions /data/spider --rows 2000"),
+    ("bundle", "--databases {db} --rows 2000 --rl-rows 600 --eval-rows 300", ["QUESTIONS_FILE=/data/bird/dev.json"],
+     "prepare --databases {db} --questions-file /data/bird/dev.json --rows 2000"),
     ("sample-bundle", "--sample", ["PREPARE_ARGS=--rows 5"], "prepare --sample --rows 5 --output out"),
     ("sample-bundle", "--sample", [], None),
-], ids=["a changed size", "nothing changed", "questions given", "sample: changed flags", "sample: nothing changed"])
+], ids=["a changed size", "nothing changed", "questions given", "a question file given", "sample: changed flags", "sample: nothing changed"])
 def test_a_dry_run_of_bundle_shows_the_prepare_step_when_the_flags_changed(tmp_path, target, before, given, prepares):
     databases = tmp_path / "spider" / "database"
     databases.mkdir(parents=True)

@@ -152,15 +152,16 @@ def main_raising(argv: list[str]) -> None:
     args._module.run(args)
 
 
-def test_a_folder_of_ddl_files_is_built_into_empty_databases_whose_golds_stay_out_of_rl(tmp_path):
-    """BIRD's schemas/<db_id>.sql: built at prepare time, every table empty. A gold returning no rows is
-    kept out of rl as ever; an aggregate's one row (count 0) is not empty, and stays."""
+def test_a_folder_of_ddl_files_is_built_into_empty_databases_whose_empty_golds_rl_keeps(tmp_path):
+    """BIRD's schemas/<db_id>.sql: built at prepare time, every table empty. Such a database is thin
+    (docs/neighbours.md, "Thin databases"), so rl keeps the golds that return nothing on it (its
+    neighbours give them rows; where none does the bundle never pays an empty answer); a Spider-layout
+    folder of the same databases with rows leaves them out of rl (the first test)."""
     questions = write_json(tmp_path / "questions.json", spider_entries())
     summary = run_prepare(tmp_path / "out", "--databases", str(ddl_folder(tmp_path / "schemas")),
                           "--questions-file", str(questions), "--rows", "2", "--rl-rows", "3", "--eval-rows", "3", *LEAN)
-    assert summary["rows"]["rl"] == 1  # zoo's count(*) alone: the other golds return nothing
-    assert [row[2] for row in read_split(tmp_path / "out", "rl")] == ["SELECT count(*) FROM animal"]
-    assert summary["skips"]["train"] == {"gold returns no rows (kept out of rl)": 4}
+    assert [row[2] for row in read_split(tmp_path / "out", "rl")] == [g for _, _, g in QUESTIONS[2:5]]
+    assert summary["skips"] == {}
     staged = tmp_path / "out" / "bundle" / "data"
     index = json.loads((staged / "index.json").read_text(encoding="utf-8"))
     with sqlite3.connect(staged / index["databases"]["shop"]["file"]) as conn:
@@ -302,5 +303,6 @@ def test_bird_mini_dev_builds_its_ddl_and_puts_the_evidence_in_the_prompt(tmp_pa
     assert "bird shape" in summary["source"] and summary["databases"]["eval"] == ["financial"]
     first = json.loads(questions.read_text(encoding="utf-8"))[0]
     assert read_split(tmp_path / "out", "train")[0][1] == f"{first['question']}\nExternal Knowledge: {first['evidence']}"
-    # every table is empty: only golds returning a row anyway (an aggregate) reach rl
-    assert summary["skips"]["train"]["gold returns no rows (kept out of rl)"] > 0
+    # every table is empty (thin databases): rl keeps the golds that return nothing there
+    assert "gold returns no rows (kept out of rl)" not in summary["skips"].get("train", {})
+    assert summary["rows"] == {"train": 20, "rl": 5, "eval": 20}

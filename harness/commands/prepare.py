@@ -238,18 +238,18 @@ def renamed_fields(args: argparse.Namespace) -> dict[str, str]:
             if getattr(args, f"{role}_field") is not None}
 
 
-def questions_source(args: argparse.Namespace, catalog: splits.Catalog | None = None) -> tuple[RowSource, str]:
+def questions_source(args: argparse.Namespace, catalog: splits.Catalog) -> tuple[RowSource, str]:
     """Where the questions come from, and how the summary names it: ``--questions-file`` (and
     ``--eval-file``); ``--questions DIR``; else Spider's files beside ``--databases`` (the unzipped
     spider.zip) unless ``--api-url`` is given; else the API. ``catalog``: the databases, which say
     which can hold eval rows when one question file holds them all."""
     if args.questions_file is not None:
         def usable(db_id: str) -> bool:
-            database = catalog.get(db_id) if catalog is not None else None
+            database = catalog.get(db_id)
             return database is not None and database.schema_chars <= catalog.max_schema
-        files = corpus.QuestionFiles(args.questions_file, args.eval_file, eval_rows=_sizes(args).eval, usable=usable,
-                                     shape=args.shape, renamed=renamed_fields(args))
-        return files, files.describe()
+        question_files = corpus.QuestionFiles(args.questions_file, args.eval_file, eval_rows=_sizes(args).eval,
+                                              usable=usable, shape=args.shape, renamed=renamed_fields(args))
+        return question_files, question_files.describe()
     if args.questions is not None:
         if args.api_url is not None:
             raise InputError("--questions reads Spider's files and --api-url the datasets-server: give one of them")
