@@ -306,3 +306,11 @@ def test_bird_mini_dev_builds_its_ddl_and_puts_the_evidence_in_the_prompt(tmp_pa
     # every table is empty (thin databases): rl keeps the golds that return nothing there
     assert "gold returns no rows (kept out of rl)" not in summary["skips"].get("train", {})
     assert summary["rows"] == {"train": 20, "rl": 5, "eval": 20}
+
+
+def test_the_help_says_which_shapes_prepare_reads(capsys):
+    with pytest.raises(SystemExit):
+        main(["prepare", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "in Spider's shape (question, query, db_id" in text and "or BIRD's (question, SQL, db_id, evidence)" in text
+    assert all(option in text for option in ("--questions-file", "--eval-file", "--shape", *corpus.FIELD_OPTIONS.values()))
