@@ -286,7 +286,9 @@ def test_the_kinds_a_database_breaks_are_named(tmp_path, change, kind):
         conn.executescript("CREATE TABLE parent(pid INTEGER PRIMARY KEY, label TEXT NOT NULL);"
                            "CREATE TABLE child(id INTEGER PRIMARY KEY, pid INT REFERENCES parent(pid), name TEXT, age INT);"
                            "INSERT INTO parent VALUES (1, 'x'), (2, 'y');"
-                           "INSERT INTO child VALUES (1, 1, 'a', 30), (2, 1, 'b', 31), (3, 2, 'c', 32);")
+                           # four children: a table above three rows, so not a thin database (whose
+                           # invariants are only the declared ones: bundle/neighbours/thin.py)
+                           "INSERT INTO child VALUES (1, 1, 'a', 30), (2, 1, 'b', 31), (3, 2, 'c', 32), (4, 2, 'd', 33);")
     conn.close()
     read = neighbour_invariants.open_read_only(str(path))
     profile = neighbour_mining.mine(read)
