@@ -98,8 +98,9 @@ def test_an_eval_split_that_is_not_the_bundle_s_is_refused(data, capsys):
 @pytest.mark.parametrize("lines, message", [
     pytest.param([json.dumps({"row_id": "eval-00000", "completion": "SELECT 1"})], "no completion for 19 of the split's 20 rows",
                  id="rows without a completion"),
-    pytest.param([json.dumps({"row_id": f"eval-{i:05d}", "completions": ["SELECT 1", "SELECT 2"]}) for i in range(20)],
-                 "2 completions", id="a group of completions for one row"),
+    pytest.param([json.dumps({"row_id": f"eval-{i:05d}", "completions": ["SELECT 1", "SELECT 2"][:1 + (i == 4)]})
+                  for i in range(20)],
+                 "row eval-00000 has 1 completions and row eval-00004 2", id="rows with different numbers of samples"),
     pytest.param([json.dumps("SELECT 1")] * 3, "3 positional completions for 20 rows", id="too few positional lines"),
     pytest.param([json.dumps({"row_id": "eval-00099", "completion": "SELECT 1"})], "not in the split",
                  id="a row the split does not have"),
