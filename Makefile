@@ -31,10 +31,10 @@ ZIP ?= $(OUT)/spider-scoring.zip
 # `make test`: extra pytest arguments (e.g. PYTEST_ARGS="-k grade -x"); real-data tests read SPIDER_DATA.
 PYTEST_ARGS ?=
 SPIDER_DATA ?=
-# `make test`: pytest-xdist workers, one more than the cores (many tests wait on a container or a
-# subprocess). On the 2-core machine, 2026-12-06: 1,153 s with 2 workers, 1,069 s with 3, 869 s with
-# 3 once the tests sharing a module's fixture ran on one worker (docs/development.md).
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# `make test`: pytest-xdist workers, two more than the cores (many tests wait on a container, a
+# subprocess or a quarter of a CPU). On the 2-core machine, 2026-12-06 (3,407 tests, checkout): 945 s
+# with 3 workers, 843 s with 4, the CPUs 7% idle (docs/development.md).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 2 )))
 
 # The main job on the embedded sample writes here (make demo).
 DEMO ?= out/demo
