@@ -11,10 +11,10 @@ as the trainer does and runs the one grading path (harness.emulator.grader_job, 
 (harness.common.results) to ``DATA/results/STAGE.jsonl``; with n samples a row, each row's first
 there and all n in ``STAGE.samples.jsonl`` (`report` gives pass@k and majority@k from it:
 harness.report.sampling). Each row carries, beside the bundle's verdict, the verdicts of Spider's
-official execution match and of BIRD's rule (``bundle/sql/leaderboard.py``). An eval split that is not the one the
-bundle was built with is refused; a row the bundle cannot score is kept with score null and its
-error, never a 0. The rows are graded on every core this process may use (``--workers N``;
-``--workers 1``: in this process), each worker process loading the bundle once
+official execution match and of BIRD's rule (``bundle/sql/leaderboard.py``). An eval split that is
+not the one the bundle was built with is refused; a row the bundle cannot score is kept with score
+null and its error, never a 0. The rows are graded on every core this process may use (``--workers
+N``; ``--workers 1``: in this process), each worker process loading the bundle once
 (harness.emulator.grader_pool), with the same results in the same order as one process. With
 ``--ray`` the same path runs sharded over Ray workers (harness.raygrade.backend), with the same
 results in the same order.
