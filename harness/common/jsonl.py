@@ -28,6 +28,20 @@ def read_jsonl(path: str | os.PathLike, what: str, advice: str = "") -> Iterator
     return _parsed_lines(read_utf8(path, what), path, advice)
 
 
+def read_json_list(path: Path, what: str, fix: str) -> list:
+    """The JSON list a whole file holds (a question file); InputError naming ``what`` and the file,
+    with ``fix`` (what to give instead) when it cannot be read, is not UTF-8 JSON or is not a list."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InputError(f"{what} {path} cannot be read ({exc}): {fix}") from None
+    except ValueError as exc:  # UnicodeDecodeError too
+        raise InputError(f"{what} {path} is not UTF-8 JSON ({exc}): {fix}") from None
+    if not isinstance(data, list):
+        raise InputError(f"{what} {path} holds JSON {type(data).__name__}, not a list of questions: {fix}")
+    return data
+
+
 def read_utf8(path: str | os.PathLike, what: str) -> str:
     """The text of ``path``; InputError naming the file, and the line and byte, when it cannot be read
     or is not UTF-8 (JSON Lines files are UTF-8 by definition).

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.common.errors import InputError
+from harness.common.jsonl import read_json_list
 from harness.prepare.fetch_rows import FetchStats
 
 EVIDENCE_LABEL = "External Knowledge:"  # BIRD's baselines' label for the evidence (mini_dev llm/src/prompt.py)
@@ -118,15 +118,9 @@ def _row(path: Path, i: int, entry: object, fields: Fields) -> dict:
 def read_questions(path: Path, shape: str | None = None, renamed: Mapping[str, str] | None = None) -> tuple[str, list[dict]]:
     """The shape found (or named) and every question of ``path``, in order, as dicts of db_id,
     question (the user message) and query."""
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise InputError(f"question file {path} cannot be read ({exc}): give a readable JSON file") from None
-    except ValueError as exc:  # UnicodeDecodeError too
-        raise InputError(f"question file {path} is not UTF-8 JSON ({exc}): give a JSON list of questions") from None
-    if not isinstance(data, list) or not data:
-        what = "an empty list" if isinstance(data, list) else f"JSON {type(data).__name__}"
-        raise InputError(f"question file {path} holds {what}, not a list of questions in Spider's or BIRD's shape")
+    data = read_json_list(path, "question file", "give a JSON list of questions in Spider's or BIRD's shape")
+    if not data:
+        raise InputError(f"question file {path} holds an empty list, not a list of questions in Spider's or BIRD's shape")
     first = data[0] if isinstance(data[0], dict) else {}
     name, fields = fields_for(path, first, shape, renamed or {})
     return name, [_row(path, i, entry, fields) for i, entry in enumerate(data)]

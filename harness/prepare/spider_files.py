@@ -18,11 +18,11 @@ file and the entry. Standard library only: prepare runs as a script.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 from harness.common.errors import InputError
+from harness.common.jsonl import read_json_list
 from harness.prepare.api_cache import ROW_FIELDS
 from harness.prepare.fetch_rows import FetchStats
 
@@ -67,15 +67,8 @@ def _row(path: Path, i: int, entry: object) -> dict:
 
 def read_rows(path: Path) -> list[dict]:
     """Every question of one file, in order, as dicts of ROW_FIELDS."""
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path} cannot be read ({exc})") from None
-    except ValueError as exc:  # UnicodeDecodeError too
-        raise InputError(f"{path} is not UTF-8 JSON ({exc}): replace it with the file from spider.zip") from None
-    if not isinstance(data, list):
-        raise InputError(f"{path} holds JSON {type(data).__name__}, not a list of questions: is this Spider's "
-                         f"{path.name}?")
+    data = read_json_list(path, "Spider's questions", f"is this Spider's {path.name}? Replace it with the file from "
+                          "spider.zip")
     return [_row(path, i, entry) for i, entry in enumerate(data)]
 
 
