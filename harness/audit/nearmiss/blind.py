@@ -42,6 +42,7 @@ from harness.audit.nearmiss.context import (
     owning_select,
     positions,
     put,
+    remembered,
     render,
     text_of,
 )
@@ -388,6 +389,11 @@ def near_misses(gold: str, database: pathlib.Path | None = None, *,
     unknown = [name for name in wanted if name not in _FAMILIES]
     if unknown:
         raise ValueError(f"unknown blind near-miss families {unknown}: choose among {', '.join(ALL)}")
+    return remembered("blind", gold, database, wanted, lambda: _made(gold, database, wanted))
+
+
+def _made(gold: str, database: pathlib.Path | None, wanted: tuple[str, ...]) -> list[NearMiss]:
+    """``near_misses``' work, once a process per gold, database and families (``context.remembered``)."""
     try:
         tree = sqlglot.parse_one(gold.strip().rstrip(";"), read="sqlite")
     except (SqlglotError, ValueError):

@@ -43,6 +43,7 @@ from harness.audit.nearmiss.context import (
     owning_select,
     positions,
     put,
+    remembered,
     text_of,
 )
 from harness.audit.nearmiss.edits import Edit, note
@@ -374,6 +375,11 @@ def near_misses(gold: str, database: pathlib.Path | None = None, *, families: It
     unknown = [name for name in wanted if name not in _FAMILIES]
     if unknown:
         raise ValueError(f"unknown blind2 near-miss families {unknown}: choose among {', '.join(ALL)}")
+    return remembered("blind2", gold, database, wanted, lambda: _made(gold, database, wanted))
+
+
+def _made(gold: str, database: pathlib.Path | None, wanted: tuple[str, ...]) -> list[NearMiss]:
+    """``near_misses``' work, once a process per gold, database and families (``context.remembered``)."""
     try:
         tree = sqlglot.parse_one(gold.strip().rstrip(";"), read="sqlite")
     except (SqlglotError, ValueError):

@@ -42,7 +42,7 @@ from harness.audit.nearmiss import edits as E
 from harness.audit.nearmiss import shapes as H
 from harness.audit.nearmiss import structure as S
 from harness.audit.nearmiss import values as V
-from harness.audit.nearmiss.context import Context, generate
+from harness.audit.nearmiss.context import Context, generate, remembered
 
 Family = Callable[[exp.Expr, Context], Iterator[tuple[str, exp.Expr]]]
 
@@ -158,6 +158,11 @@ def near_misses(gold: str, database: pathlib.Path | None = None, *,
     unknown = [name for name in wanted if name not in _FAMILIES]
     if unknown:
         raise ValueError(f"unknown near-miss families {unknown}: choose among {', '.join(ALL)}")
+    return remembered("families", gold, database, wanted, lambda: _made(gold, database, wanted))
+
+
+def _made(gold: str, database: pathlib.Path | None, wanted: tuple[str, ...]) -> list[NearMiss]:
+    """``near_misses``' work, once a process per gold, database and families (``context.remembered``)."""
     try:
         tree = sqlglot.parse_one(gold.strip().rstrip(";"), read="sqlite")
     except (SqlglotError, ValueError):
