@@ -195,8 +195,9 @@ def test_drop_hackable_leaves_out_the_rows_it_names_and_verify_passes(tmp_path, 
     assert summary["warnings"] == []  # rows left out on purpose are no shortfall of the source
     assert "dropped from rl (--drop-hackable)" in capsys.readouterr().out or not dropped
     assert main(["pack", "--data", str(out)]) == 0
+    # eval has fewer neighbours here too, and the near misses are measured elsewhere: not this test's point
     assert main(["verify", "--in-process", "--data", str(out), "--json", str(tmp_path / "verify.json"),
-                 "--max-hackable", "100%"]) == 0  # eval has fewer neighbours here too: not this test's point
+                 "--max-hackable", "100%", "--near-miss-families", "none"]) == 0
     report_ = json.loads((tmp_path / "verify.json").read_text(encoding="utf-8"))
     assert report_["audit"]["splits"]["rl"]["hackable"] == 0
 

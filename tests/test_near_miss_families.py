@@ -243,6 +243,9 @@ def test_every_near_miss_of_the_sample_runs_on_its_database(fixture_dbs):
     assert len(made) >= 20  # the sample's golds exercise most families
 
 
+# The three sets' dev-gold tests share one worker: a set's near misses of a gold are made once a
+# process (harness/audit/nearmiss/context.remembered), and each set asks the ones before it for theirs.
+@pytest.mark.xdist_group("near-misses-of-the-dev-golds")
 @pytest.mark.real_data
 @pytest.mark.slow
 def test_every_near_miss_of_every_dev_gold_runs(spider_dir):
