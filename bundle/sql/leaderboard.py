@@ -196,16 +196,21 @@ def official_verdict(sql: str | None, gold: str, database: str, limits: Limits, 
     if not sql:
         return 0.0
     budget = limits.budget_steps(gold_steps)
-    official_gold = _run(database, official_text(gold), limits, budget)
+    gold_sql = official_text(gold)
+    official_gold = _run(database, gold_sql, limits, budget)
     if official_gold.rows is None:
         return None
-    official_pred = _run(database, official_text(sql), limits, budget)
-    if official_pred.rows is None:
+    return _official(official_gold, _run(database, official_text(sql), limits, budget), gold_sql,
+                     _Cells(int(limits.compare_max_cells)))
+
+
+def _official(gold: _Ran, pred: _Ran, gold_sql: str, cells: _Cells) -> float:
+    """The official verdict of two runs of the official texts (the gold's ran): 0.0 when the
+    prediction failed or the column search passed its cells."""
+    if pred.rows is None:
         return 0.0
-    ordered = "order by" in official_text(gold).lower()
     try:
-        return float(official_equal(official_gold.rows, official_pred.rows, ordered=ordered,
-                                    cells=_Cells(int(limits.compare_max_cells))))
+        return float(official_equal(gold.rows or [], pred.rows, ordered="order by" in gold_sql.lower(), cells=cells))
     except sql_compare.CompareBudgetExceeded:
         return 0.0
 
@@ -237,10 +242,7 @@ def comparable(sql: str | None, gold: str, database: str, limits: Limits, *, gol
     elif official_pred.rows is None:
         official, official_reason = 0.0, None if score == 0.0 else DISTINCT if distinct else DISPUTED
     else:
-        try:
-            official = float(official_equal(official_gold.rows, official_pred.rows, ordered=ordered, cells=cells))
-        except sql_compare.CompareBudgetExceeded:
-            official = 0.0
+        official = _official(official_gold, official_pred, official_gold_sql, cells)
         official_reason = None if official == score else beyond if beyond and (official == 1.0 or accepted) else \
             _official_reason(official, official_gold.rows, official_pred.rows, gold_as_written, pred_as_written,
                              ordered, distinct, cells)
